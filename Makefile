@@ -1,0 +1,37 @@
+# The README's two commands: `make serve` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: serve test lint install bench clean-venv
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# Keep a torch that is already installed; otherwise pin the CPU build that lies on local disk
+# (an unpinned torch pulls a multi-GB CUDA build).
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e ".[dev,server]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+serve: $(STAMP)
+	$(BIN)/thinkgate serve --host 127.0.0.1 --port 8000
+
+test: $(STAMP)
+	TRITON_INTERPRET=1 $(BIN)/python -m pytest -q -x --timeout=900
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+bench: $(STAMP)
+	$(BIN)/python -m thinkgate.benchmarks.bench_kernels
+	$(BIN)/python -m thinkgate.benchmarks.bench_parsers
+	$(BIN)/python -m thinkgate.benchmarks.bench_engine
+
+clean-venv:
+	rm -rf $(VENV)
