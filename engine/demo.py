@@ -1,0 +1,17 @@
+"""Where the bundled demo model lives (the default of every entry point)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DEMO_MODEL_DIR = Path(__file__).resolve().parent / "demo_model"
+
+
+def demo_model_path() -> str:
+    """The folder of the bundled demo model: a tiny Qwen3-architecture chat model."""
+    if not (DEMO_MODEL_DIR / "config.json").is_file():
+        raise FileNotFoundError(
+            f"the bundled demo model is missing at {DEMO_MODEL_DIR}; "
+            "rebuild it with `python -m thinkgate.engine.build_demo_model`"
+        )
+    return str(DEMO_MODEL_DIR)
