@@ -1,0 +1,335 @@
+"""The one streaming interpreter: reasoning, content and tool sections, for every format.
+
+`Parser` holds a reasoning format and a tool format and compiles their markers once;
+`Parser.stream()` makes a `StreamParser`, whose `feed` turns each delta into OpenAI delta dicts.
+`Parser.parse(text)` is `stream()` fed `text` once plus `finish()`, so the two cannot disagree.
+
+States: REASONING, CONTENT, TOOL (a `ToolSection` owns the text). Whitespace touching a marker is
+dropped (`<think>\\n..\\n</think>\\n\\nHi` gives reasoning `..` and content `Hi`); whitespace at
+the very start and end of the output is kept.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from thinkgate.parsers.markers import MarkerSet
+from thinkgate.parsers.reasoning_format import ReasoningFormat, single_token_id
+from thinkgate.parsers.types import (
+    Content,
+    Event,
+    ParsedMessage,
+    Reasoning,
+    ToolArgs,
+    ToolCall,
+    ToolContext,
+    ToolEnd,
+    ToolFormat,
+    ToolSection,
+    ToolStart,
+)
+
+REASONING, CONTENT, TOOL = "reasoning", "content", "tool"
+
+
+class Parser:
+    """A reasoning format and a tool format (either may be None), compiled for streaming."""
+
+    def __init__(self, reasoning: ReasoningFormat | None = None, tool: ToolFormat | None = None,
+                 tokenizer: Any = None) -> None:
+        self.reasoning = reasoning
+        self.tool = tool
+        self.tokenizer = tokenizer
+        tool_starts = tool.start_markers if tool is not None else ()
+        r = reasoning
+        self._roles: dict[str, dict[str, str]] = {REASONING: {}, "on": {}, "off": {}}
+        for m in tool_starts:
+            self._roles["on"][m] = self._roles["off"][m] = "tool"
+        if r is not None:
+            rr, con = self._roles[REASONING], self._roles["on"]
+            for m in r.start:
+                rr[m] = "drop"
+            for m in (*r.implicit_end, *(tool_starts if tool and tool.ends_reasoning else ())):
+                rr[m] = "implicit"
+            for m in r.end:
+                rr[m] = "end"
+            for m in r.content_drop:
+                con.setdefault(m, "drop")
+            if r.reopens:
+                for m in r.start:
+                    con[m] = "start"
+            for p, role in zip(r.patterns, r.pattern_roles):
+                rr[p.key] = "drop" if role == "start" else "end"
+                if role == "start" and r.reopens:
+                    con[p.key] = "start"
+                elif role == "end":
+                    con.setdefault(p.key, "drop")
+        pats = r.patterns if r is not None else ()
+        self._sets = {
+            REASONING: MarkerSet(self._roles[REASONING], pats),
+            "on": MarkerSet(self._roles["on"], pats),
+            "off": MarkerSet(self._roles["off"]),
+        }
+        self._id_markers: dict[int, str] = {}
+        if tokenizer is not None:
+            markers = set(self._roles[REASONING]) | set(self._roles["on"])
+            if tool is not None:
+                markers |= set(tool.all_special_markers())
+            for m in sorted(markers):
+                tid = single_token_id(tokenizer, m)
+                if tid is not None:
+                    self._id_markers[tid] = m
+
+    def stream(self, tools: Sequence[dict[str, Any]] | None = None,
+               chat_template_kwargs: Mapping[str, Any] | None = None,
+               prompt_token_ids: Sequence[int] | None = None) -> StreamParser:
+        """A fresh stream. With `prompt_token_ids` (and a tokenizer), a prompt that already
+        closed thinking starts the output as content."""
+        return StreamParser(self, tools, dict(chat_template_kwargs or {}), prompt_token_ids)
+
+    def parse(self, text: str, tools: Sequence[dict[str, Any]] | None = None,
+              chat_template_kwargs: Mapping[str, Any] | None = None,
+              token_ids: Sequence[int] = ()) -> ParsedMessage:
+        s = self.stream(tools, chat_template_kwargs)
+        return collect([*s.feed(text, token_ids), *s.finish()])
+
+
+class StreamParser:
+    """Incremental state for one output. Work per `feed` is O(len(delta) + longest marker)."""
+
+    def __init__(self, parser: Parser, tools: Sequence[dict[str, Any]] | None,
+                 ckw: dict[str, Any], prompt_token_ids: Sequence[int] | None) -> None:
+        self._p = parser
+        self._ctx = ToolContext(tools, ckw, parser.tokenizer)
+        fmt = parser.reasoning
+        self._thinking = fmt is not None and fmt.thinking_enabled(ckw)
+        self._content_key = "on" if self._thinking else "off"
+        self._state = REASONING if self._thinking and fmt.starts_in_reasoning(ckw) else CONTENT
+        if (self._state == REASONING and prompt_token_ids is not None
+                and parser.tokenizer is not None
+                and fmt.is_reasoning_end(prompt_token_ids, parser.tokenizer, ckw)):
+            self._state = CONTENT
+        self._buf = ""
+        self._section: ToolSection | None = None
+        self._strip_lead = False
+        self._pending_ws = ""
+        self._head: str | None = "" if self._state == REASONING and fmt.reasoning_head else None
+        self._prefix = fmt.content_prefix if fmt is not None else ""
+        self._force = bool(fmt and fmt.force_content_kwarg and ckw.get(fmt.force_content_kwarg))
+        self._reasoning_parts: list[str] = []
+        self._content_seen = False
+        self._num_calls = 0
+        self.num_completed_calls = 0
+        self.finished = False
+        self._out: list[dict[str, Any]] = []
+
+    # ---- public ----
+    @property
+    def in_reasoning(self) -> bool:
+        return self._state == REASONING
+
+    def feed(self, delta_text: str, token_ids: Sequence[int] = ()) -> list[dict[str, Any]]:
+        if self.finished:
+            raise ValueError("feed() after finish(): this stream is closed")
+        if token_ids and self._p._id_markers:
+            delta_text = self._restore_markers(delta_text, token_ids)
+        self._buf += delta_text
+        self._run(final=False)
+        return self._take()
+
+    def finish(self) -> list[dict[str, Any]]:
+        if self.finished:
+            return []
+        self._run(final=True)
+        if self._state == TOOL and self._section is not None:
+            self._events(self._section.finish())
+            self._section = None
+        self._flush_head()
+        if self._pending_ws:
+            self._emit(self._seg_kind(), self._pending_ws)
+            self._pending_ws = ""
+        if self._force and not self._content_seen and self._num_calls == 0:
+            text = "".join(self._reasoning_parts).strip()
+            if text:
+                self._emit(CONTENT, text)
+        self.finished = True
+        return self._take()
+
+    # ---- the loop ----
+    def _run(self, final: bool) -> None:
+        buf, pos = self._buf, 0
+        while True:
+            if self._state == TOOL:
+                events, rest = self._section.feed(buf[pos:])
+                self._events(events)
+                if rest is None:
+                    buf, pos = "", 0
+                    break
+                self._section, self._state = None, CONTENT
+                self._boundary()
+                buf, pos = rest, 0
+                continue
+            key = self._state if self._state == REASONING else self._content_key
+            markers = self._p._sets[key]
+            hit = markers.next_marker(buf, pos, final)
+            if hit is None:
+                hold = 0 if final else markers.holdback(buf, pos)
+                self._text(buf[pos:len(buf) - hold])
+                buf, pos = buf[len(buf) - hold:], 0
+                break
+            start, end, marker = hit
+            self._text(buf[pos:start])
+            pos = self._act(self._p._roles[key][marker], marker, start, end)
+        self._buf = buf
+
+    def _act(self, role: str, marker: str, start: int, end: int) -> int:
+        """Apply a marker's role; return where scanning resumes."""
+        self._boundary()
+        if role == "end":
+            self._state = CONTENT
+        elif role == "implicit":
+            self._state = CONTENT
+            return start  # the marker is read again, as content (usually a tool section)
+        elif role == "start":
+            self._state = REASONING
+            if self._p.reasoning.reasoning_head:
+                self._head = ""
+        elif role == "tool":
+            self._section = self._p.tool.open_section(marker, self._ctx)
+            self._state = TOOL
+        return end
+
+    def _boundary(self) -> None:
+        self._flush_head()
+        self._pending_ws = ""
+        self._strip_lead = True
+
+    # ---- text of the current segment ----
+    def _seg_kind(self) -> str:
+        return REASONING if self._state == REASONING else CONTENT
+
+    def _text(self, text: str) -> None:
+        if text:
+            self._segment_text(self._seg_kind(), text)
+
+    def _segment_text(self, kind: str, text: str) -> None:
+        if self._strip_lead:
+            text = text.lstrip()
+            if not text:
+                return
+            self._strip_lead = False
+        if kind == REASONING and self._head is not None:
+            text = self._head + text
+            for head in self._p.reasoning.reasoning_head:
+                if text.startswith(head):
+                    self._head, self._strip_lead = None, True
+                    self._segment_text(kind, text[len(head):])
+                    return
+                if head.startswith(text):
+                    self._head = text
+                    return
+            self._head = None
+        body = text.rstrip()
+        if not body:
+            self._pending_ws += text
+            return
+        self._emit(kind, self._pending_ws + body)
+        self._pending_ws = text[len(body):]
+
+    def _flush_head(self) -> None:
+        if self._head:
+            head, self._head = self._head, None
+            self._emit(REASONING, head)
+        self._head = None
+
+    # ---- output ----
+    def _emit(self, kind: str, text: str) -> None:
+        if kind == CONTENT:
+            if self._prefix:
+                text, self._prefix = self._prefix + text, ""
+            self._content_seen = True
+        elif self._force:
+            self._reasoning_parts.append(text)
+        last = self._out[-1] if self._out else None
+        if last is not None and len(last) == 1 and kind in last:
+            last[kind] += text
+        else:
+            self._out.append({kind: text})
+
+    def _events(self, events: list[Event]) -> None:
+        for ev in events:
+            if isinstance(ev, Content):
+                self._segment_text(CONTENT, ev.text)
+            elif isinstance(ev, Reasoning):
+                self._emit(REASONING, ev.text)
+            elif isinstance(ev, ToolStart):
+                self._pending_ws = ""
+                self._num_calls += 1
+                call_id = ev.id or "chatcmpl-tool-" + secrets.token_hex(8)
+                self._out.append({"tool_calls": [{
+                    "index": self._num_calls - 1, "id": call_id, "type": "function",
+                    "function": {"name": ev.name, "arguments": ""}}]})
+            elif isinstance(ev, ToolArgs):
+                if not ev.text or self._num_calls == 0:
+                    continue
+                last = self._out[-1] if self._out else None
+                calls = last.get("tool_calls") if last is not None and len(last) == 1 else None
+                if calls and calls[-1]["index"] == self._num_calls - 1:
+                    calls[-1]["function"]["arguments"] += ev.text
+                else:
+                    self._out.append({"tool_calls": [{
+                        "index": self._num_calls - 1, "function": {"arguments": ev.text}}]})
+            elif isinstance(ev, ToolEnd):
+                self.num_completed_calls += 1
+                self._strip_lead = True
+
+    def _take(self) -> list[dict[str, Any]]:
+        out, self._out = self._out, []
+        return out
+
+    def _restore_markers(self, text: str, token_ids: Sequence[int]) -> str:
+        """Put back single-token markers a detokenizer skipped (their ids are in `token_ids`)."""
+        ids = self._p._id_markers
+        missing = [i for i, t in enumerate(token_ids) if t in ids and ids[t] not in text]
+        if not missing:
+            return text
+        if len(missing) == len(token_ids):
+            return text + "".join(ids[token_ids[i]] for i in missing)
+        decode = getattr(self._p.tokenizer, "decode", None)
+        if decode is not None:
+            pieces, run = [], []
+            for t in token_ids:
+                if t in ids:
+                    pieces += [decode(run)] if run else []
+                    pieces.append(ids[t])
+                    run = []
+                else:
+                    run.append(t)
+            pieces += [decode(run)] if run else []
+            if "".join(p for p in pieces if p not in ids.values()) == text:
+                return "".join(pieces)
+        lead = "".join(ids[token_ids[i]] for i in missing)
+        return lead + text if missing[0] == 0 else text + lead
+
+
+def collect(deltas: Sequence[Mapping[str, Any]]) -> ParsedMessage:
+    """Fold OpenAI delta dicts into one message (the same fold for streamed and parsed output)."""
+    reasoning: list[str] = []
+    content: list[str] = []
+    calls: dict[int, list[str]] = {}
+    for d in deltas:
+        reasoning.append(d.get("reasoning") or "")
+        content.append(d.get("content") or "")
+        for tc in d.get("tool_calls") or ():
+            entry = calls.setdefault(tc["index"], ["", "", ""])
+            fn = tc.get("function") or {}
+            entry[0] = tc.get("id") or entry[0]
+            entry[1] = fn.get("name") or entry[1]
+            entry[2] += fn.get("arguments") or ""
+    return ParsedMessage(
+        reasoning="".join(reasoning) or None,
+        content="".join(content) or None,
+        tool_calls=[ToolCall(i, n, a or "{}") for _, (i, n, a) in sorted(calls.items())],
+    )

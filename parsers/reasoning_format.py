@@ -1,0 +1,195 @@
+"""A reasoning format as data, plus what the engine needs from one (marker token ids, etc.).
+
+Every reasoning parser is a `ReasoningFormat`: its markers and a few switches. The streaming
+interpreter reads these fields; nothing here parses text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from thinkgate.parsers.markers import PatternMarker
+
+Switch = Callable[[Mapping[str, Any]], bool]
+
+
+def kwarg_switch(*names: str, default: bool = True) -> Switch:
+    """Thinking is on unless one of `names` in chat_template_kwargs says otherwise.
+
+    The first name present decides (`{"thinking": False}` turns DeepSeek-V3.1 off); with none
+    present, `default`.
+    """
+
+    def enabled(ckw: Mapping[str, Any]) -> bool:
+        for name in names:
+            if name in ckw and ckw[name] is not None:
+                return bool(ckw[name])
+        return default
+
+    return enabled
+
+
+def any_kwarg_switch(*names: str) -> Switch:
+    """Kimi's rule: on when any of `names` is true, or when none is given."""
+
+    def enabled(ckw: Mapping[str, Any]) -> bool:
+        given = [bool(ckw[n]) for n in names if ckw.get(n) is not None]
+        return not given or any(given)
+
+    return enabled
+
+
+def effort_switch(off: Sequence[str] = ("none",)) -> Switch:
+    """On unless `reasoning_effort` (in chat_template_kwargs) is one of `off`."""
+
+    def enabled(ckw: Mapping[str, Any]) -> bool:
+        return str(ckw.get("reasoning_effort", "")).lower() not in off
+
+    return enabled
+
+
+@dataclass(frozen=True)
+class ReasoningFormat:
+    """One model family's thinking syntax.
+
+    start / end: marker spellings; the first of each is canonical (used for token ids).
+    prefilled: the chat template opens thinking in the prompt, so output starts in reasoning.
+        Otherwise output starts as content and a start marker opens reasoning.
+    switch: chat_template_kwargs -> thinking on? Off makes the markers inert (all content).
+    implicit_end: markers that end reasoning and are kept, re-read as content (tool sections).
+    content_drop: markers removed from content (`</think>` duplicates, `<answer>` wrappers).
+    reopen: whether a start marker in content opens reasoning again (default: not prefilled).
+    reasoning_head: prefixes dropped from the start of each reasoning segment (Gemma's `thought`).
+    content_prefix: text emitted before the first content (minimax_m2_append_think's `<think>`).
+    force_content_kwarg: a chat_template_kwargs flag; when true and the output ends inside
+        reasoning with no content, the reasoning is repeated as content (see README).
+    turn_markers: prompt markers that begin a turn; `is_reasoning_end` scans back only to one.
+    patterns: variable markers (`<think:high>`), each keyed as start or end via `pattern_roles`.
+    """
+
+    name: str
+    start: tuple[str, ...] = ("<think>",)
+    end: tuple[str, ...] = ("</think>",)
+    prefilled: bool = True
+    switch: Switch | None = None
+    implicit_end: tuple[str, ...] = ()
+    content_drop: tuple[str, ...] = ()
+    reopen: bool | None = None
+    reasoning_head: tuple[str, ...] = ()
+    content_prefix: str = ""
+    force_content_kwarg: str | None = None
+    turn_markers: tuple[str, ...] = ()
+    patterns: tuple[PatternMarker, ...] = ()
+    pattern_roles: tuple[str, ...] = ()
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.end and not self.start:
+            raise ValueError(f"reasoning format {self.name!r} has no start or end marker")
+        if len(self.patterns) != len(self.pattern_roles):
+            raise ValueError(f"reasoning format {self.name!r}: one role per pattern marker")
+        for role in self.pattern_roles:
+            if role not in ("start", "end"):
+                raise ValueError(f"pattern role {role!r} is not 'start' or 'end'")
+
+    # ---- switches ----
+    def thinking_enabled(self, chat_template_kwargs: Mapping[str, Any] | None = None) -> bool:
+        return self.switch is None or self.switch(chat_template_kwargs or {})
+
+    def starts_in_reasoning(self, chat_template_kwargs: Mapping[str, Any] | None = None) -> bool:
+        return self.prefilled and self.thinking_enabled(chat_template_kwargs)
+
+    @property
+    def reopens(self) -> bool:
+        return (not self.prefilled) if self.reopen is None else self.reopen
+
+    # ---- what the engine needs (tokenizer: encode / convert_tokens_to_ids) ----
+    def end_token_ids(self, tokenizer: Any) -> list[int]:
+        """Token ids of the canonical end-of-thinking marker (one id when it is a special token)."""
+        return marker_token_ids(tokenizer, self.end[0] if self.end else self.start[0])
+
+    def start_token_ids(self, tokenizer: Any) -> list[int]:
+        return marker_token_ids(tokenizer, self.start[0]) if self.start else []
+
+    def is_reasoning_end(self, prompt_ids: Sequence[int], tokenizer: Any,
+                         chat_template_kwargs: Mapping[str, Any] | None = None) -> bool:
+        """True when generation after `prompt_ids` starts with thinking already over.
+
+        Off by switch: True. Otherwise scan back through the last turn: an end marker before any
+        start marker means the prompt closed thinking (e.g. Qwen3's empty `<think></think>`).
+        """
+        if not self.thinking_enabled(chat_template_kwargs):
+            return True
+        ends = [marker_token_ids(tokenizer, m) for m in self.end]
+        starts = [marker_token_ids(tokenizer, m) for m in self.start]
+        turns = [marker_token_ids(tokenizer, m) for m in self.turn_markers]
+        ids = list(prompt_ids)
+        for i in range(len(ids), 0, -1):
+            if _ends_with(ids, i, ends):
+                return True
+            if _ends_with(ids, i, starts) or _ends_with(ids, i, turns):
+                return False
+        return False
+
+    def count_reasoning_tokens(self, output_ids: Sequence[int], tokenizer: Any,
+                               chat_template_kwargs: Mapping[str, Any] | None = None,
+                               prompt_ended: bool = False) -> int:
+        """Tokens of `output_ids` inside reasoning, markers excluded (for usage accounting)."""
+        if not self.thinking_enabled(chat_template_kwargs):
+            return 0
+        ends = [marker_token_ids(tokenizer, m) for m in (*self.end, *self.implicit_end)]
+        starts = [marker_token_ids(tokenizer, m) for m in self.start]
+        inside = self.starts_in_reasoning(chat_template_kwargs) and not prompt_ended
+        ids, count, i = list(output_ids), 0, 0
+        while i < len(ids):
+            hit = _starts_with(ids, i, ends if inside else starts)
+            if hit:
+                inside, i = not inside, i + hit
+                continue
+            if inside and _starts_with(ids, i, starts):
+                i += _starts_with(ids, i, starts)
+                continue
+            count += inside
+            i += 1
+        return count
+
+
+def marker_token_ids(tokenizer: Any, marker: str) -> list[int]:
+    """A marker's token ids: its single id when it is a token of the vocabulary, else its
+    encoding without special tokens."""
+    if tokenizer is None:
+        raise ValueError(f"a tokenizer is needed to find the token ids of {marker!r}")
+    single = single_token_id(tokenizer, marker)
+    if single is not None:
+        return [single]
+    return list(tokenizer.encode(marker, add_special_tokens=False))
+
+
+def single_token_id(tokenizer: Any, marker: str) -> int | None:
+    """The id of `marker` when it is one token, else None."""
+    convert = getattr(tokenizer, "convert_tokens_to_ids", None)
+    if convert is not None:
+        tid = convert(marker)
+        unk = getattr(tokenizer, "unk_token_id", None)
+        if isinstance(tid, int) and tid >= 0 and (tid != unk or marker == getattr(
+                tokenizer, "unk_token", None)):
+            return tid
+    encode = getattr(tokenizer, "encode", None)
+    if encode is not None:
+        ids = list(encode(marker, add_special_tokens=False))
+        if len(ids) == 1:
+            return int(ids[0])
+    return None
+
+
+def _ends_with(ids: list[int], i: int, seqs: list[list[int]]) -> bool:
+    return any(seq and i >= len(seq) and ids[i - len(seq):i] == seq for seq in seqs)
+
+
+def _starts_with(ids: list[int], i: int, seqs: list[list[int]]) -> int:
+    for seq in seqs:
+        if seq and ids[i:i + len(seq)] == seq:
+            return len(seq)
+    return 0

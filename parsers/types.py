@@ -1,0 +1,119 @@
+"""The parser framework's types: results, events and the tool-format plug-in interface.
+
+A *tool format* plugs into the streaming interpreter (`interpreter.StreamParser`) through two
+small classes defined here, `ToolFormat` and `ToolSection`; parsers/README.md explains the
+protocol with an example (`tools/hermes.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One completed tool call; `arguments` is JSON text (an object)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ParsedMessage:
+    """What a model wrote, split OpenAI's way. Empty text is None."""
+
+    reasoning: str | None = None
+    content: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+
+# ---- events: what the interpreter and tool sections produce; each becomes one delta dict ----
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStart:
+    """A new call begins. `id` None lets the interpreter assign `chatcmpl-tool-<16 hex>`."""
+
+    name: str
+    id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolArgs:
+    """More argument JSON text for the call most recently started."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEnd:
+    """The current call is complete (its arguments concatenate to valid JSON)."""
+
+
+Event = Reasoning | Content | ToolStart | ToolArgs | ToolEnd
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool section may read about the request."""
+
+    tools: Sequence[dict[str, Any]] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    tokenizer: Any = None
+
+
+class ToolSection:
+    """The body parser for one tool section, created when a start marker is seen.
+
+    The interpreter calls `feed` with the text that follows the start marker (and then every later
+    delta) until `feed` reports the section closed by returning the unconsumed remainder.
+    """
+
+    def feed(self, text: str) -> tuple[list[Event], str | None]:
+        """Consume `text`; return (events, None) while the section stays open, or
+        (events, rest) once it closes, `rest` being the text after the closing marker (the
+        interpreter scans it as content again). Must never raise on model output."""
+        raise NotImplementedError
+
+    def finish(self) -> list[Event]:
+        """The output ended inside the section (truncated or unclosed): flush by the format's
+        policy, e.g. a complete body becomes a call and a broken one becomes `Content`."""
+        raise NotImplementedError
+
+
+class ToolFormat:
+    """A tool-call syntax. Subclass, set the class attributes, implement `open_section`.
+
+    start_markers: text markers that open a tool section. Met in content, they call
+        `open_section`; met in reasoning they end reasoning implicitly first (when
+        `ends_reasoning`), so a model that forgets `</think>` still gets its calls parsed.
+    special_markers: every marker of the format that may be a special token (start, inner and end
+        markers). With a tokenizer, single-token ones are recognised by id, so a detokenizer that
+        skips special tokens loses nothing. Defaults to `start_markers`.
+    """
+
+    start_markers: tuple[str, ...] = ()
+    special_markers: tuple[str, ...] = ()
+    ends_reasoning: bool = True
+
+    def __init__(self, tokenizer: Any = None) -> None:
+        self.tokenizer = tokenizer
+
+    def open_section(self, marker: str, ctx: ToolContext) -> ToolSection:
+        raise NotImplementedError
+
+    def all_special_markers(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((*self.start_markers, *self.special_markers)))
