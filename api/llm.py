@@ -1,0 +1,135 @@
+"""`LLM`: the offline Python API (vLLM's names). `LLM().generate(...)` runs the demo model."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from thinkgate.engine.config import EngineConfig
+from thinkgate.engine.llm_engine import LLMEngine, PromptType
+from thinkgate.engine.outputs import RequestOutput
+from thinkgate.engine.sampling_params import RequestOutputKind, SamplingParams
+
+logger = logging.getLogger(__name__)
+
+_PROGRESS_MIN_PROMPTS = 8  # fewer prompts than this: no progress bar even with use_tqdm
+
+
+class LLM:
+    """A model plus its engine. `model=None` loads the bundled demo model."""
+
+    def __init__(
+        self,
+        model: str | None = None,
+        tokenizer: str | None = None,
+        dtype: str = "auto",
+        max_model_len: int | None = None,
+        max_num_seqs: int = 256,
+        seed: int = 0,
+        device: str = "auto",
+        max_num_batched_tokens: int | None = None,
+        block_size: int = 16,
+        num_kv_blocks: int | None = None,
+        kv_cache_memory_bytes: int | None = None,
+        gpu_memory_utilization: float = 0.9,
+        **kwargs: Any,
+    ) -> None:
+        self.extra_args = dict(kwargs)  # reasoning_parser, tool_call_parser: issue 7
+        unknown = set(kwargs) - {"reasoning_parser", "tool_call_parser", "trust_remote_code"}
+        if unknown:
+            raise ValueError(f"unknown LLM arguments: {sorted(unknown)}")
+        config = EngineConfig(
+            model=model,
+            tokenizer=tokenizer,
+            dtype=dtype,
+            device=device,
+            seed=seed,
+            max_model_len=max_model_len,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            block_size=block_size,
+            num_kv_blocks=num_kv_blocks,
+            kv_cache_memory_bytes=kv_cache_memory_bytes,
+            gpu_memory_utilization=gpu_memory_utilization,
+            trust_remote_code=bool(kwargs.get("trust_remote_code", False)),
+        )
+        self.llm_engine = LLMEngine(config)
+        self._counter = itertools.count()
+
+    def get_tokenizer(self) -> Any:
+        return self.llm_engine.tokenizer
+
+    def generate(
+        self,
+        prompts: PromptType | Sequence[PromptType],
+        sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+        use_tqdm: bool = True,
+    ) -> list[RequestOutput]:
+        """Run every prompt (text or token ids) to completion; outputs in prompt order."""
+        prompt_list = _as_prompt_list(prompts)
+        params_list = _as_params_list(sampling_params, len(prompt_list))
+        ids = []
+        try:
+            for prompt, params in zip(prompt_list, params_list):
+                request_id = str(next(self._counter))
+                final = _final_only(params)
+                self.llm_engine.add_request(request_id, prompt, final)
+                ids.append(request_id)
+            return self._run(ids, use_tqdm)
+        except BaseException:
+            for request_id in ids:
+                self.llm_engine.abort_request(request_id)
+            raise
+
+    def _run(self, request_ids: list[str], use_tqdm: bool) -> list[RequestOutput]:
+        results: dict[str, RequestOutput] = {}
+        bar = None
+        if use_tqdm and len(request_ids) >= _PROGRESS_MIN_PROMPTS:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(request_ids), desc="Processed prompts", dynamic_ncols=True)
+        engine = self.llm_engine
+        while engine.has_unfinished_requests():
+            for output in engine.step():
+                if output.finished:
+                    results[output.request_id] = output
+                    if bar is not None:
+                        bar.update(1)
+        if bar is not None:
+            bar.close()
+        return [results[request_id] for request_id in request_ids]
+
+
+def _as_prompt_list(prompts: PromptType | Sequence[PromptType]) -> list[PromptType]:
+    if isinstance(prompts, str):
+        return [prompts]
+    if isinstance(prompts, list | tuple) and prompts and all(isinstance(t, int) for t in prompts):
+        return [list(prompts)]  # one prompt given as token ids
+    if not isinstance(prompts, list | tuple):
+        raise ValueError(
+            f"prompts must be a str, token ids, or a list of them; got {type(prompts).__name__}"
+        )
+    return list(prompts)
+
+
+def _as_params_list(
+    params: SamplingParams | Sequence[SamplingParams] | None, count: int
+) -> list[SamplingParams]:
+    if params is None:
+        return [SamplingParams()] * count
+    if isinstance(params, SamplingParams):
+        return [params] * count
+    params = list(params)
+    if len(params) != count:
+        raise ValueError(f"sampling_params has {len(params)} entries for {count} prompts")
+    return params
+
+
+def _final_only(params: SamplingParams) -> SamplingParams:
+    if params.output_kind is RequestOutputKind.FINAL_ONLY:
+        return params
+    import dataclasses
+
+    return dataclasses.replace(params, output_kind=RequestOutputKind.FINAL_ONLY)

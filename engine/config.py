@@ -1,0 +1,82 @@
+"""Engine configuration: one frozen dataclass, validated at construction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+_DTYPES = {
+    "auto": None,
+    "float32": torch.float32,
+    "float": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "half": torch.float16,
+    "fp16": torch.float16,
+}
+
+
+def resolve_dtype(dtype: str | torch.dtype, config_dtype: str | None, device: str) -> torch.dtype:
+    """`auto` takes the checkpoint's dtype on GPU and float32 on CPU (faster for small models)."""
+    if isinstance(dtype, torch.dtype):
+        if dtype not in (torch.float32, torch.bfloat16, torch.float16):
+            raise ValueError(f"dtype {dtype} is not supported (float32, bfloat16, float16)")
+        return dtype
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not supported; use one of {sorted(_DTYPES)}")
+    if dtype != "auto":
+        return _DTYPES[dtype]  # type: ignore[return-value]
+    if device == "cpu" or config_dtype is None:
+        return torch.float32
+    return _DTYPES.get(str(config_dtype).replace("torch.", ""), torch.float32) or torch.float32
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Everything the engine needs to start; `model=None` means the bundled demo model."""
+
+    model: str | None = None
+    tokenizer: str | None = None
+    dtype: str = "auto"
+    device: str = "auto"
+    seed: int = 0
+    max_model_len: int | None = None
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int | None = None
+    block_size: int = 16
+    num_kv_blocks: int | None = None
+    kv_cache_memory_bytes: int | None = None  # default: 90% of free GPU memory, 512 MiB on CPU
+    gpu_memory_utilization: float = 0.9
+    trust_remote_code: bool = False
+
+    def __post_init__(self) -> None:
+        if self.dtype not in _DTYPES and not isinstance(self.dtype, torch.dtype):
+            raise ValueError(f"dtype {self.dtype!r} is not supported; use one of {sorted(_DTYPES)}")
+        if self.device not in ("auto", "cpu") and not str(self.device).startswith("cuda"):
+            raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {self.device!r}")
+        positive = {
+            "max_num_seqs": self.max_num_seqs,
+            "block_size": self.block_size,
+            "max_model_len": self.max_model_len,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "num_kv_blocks": self.num_kv_blocks,
+            "kv_cache_memory_bytes": self.kv_cache_memory_bytes,
+        }
+        for name, value in positive.items():
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise ValueError(
+                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
+            )
+        if not isinstance(self.seed, int):
+            raise ValueError(f"seed must be an int, got {self.seed!r}")
+
+    @property
+    def resolved_device(self) -> str:
+        if self.device == "auto":
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        return self.device

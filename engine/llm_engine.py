@@ -1,0 +1,283 @@
+"""The synchronous engine: add requests, `step()` them forward, read `RequestOutput`s.
+
+`step()` follows the data path of ARCHITECTURE.md, one collaborator per line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from thinkgate.engine.block_manager import BlockManager
+from thinkgate.engine.config import EngineConfig
+from thinkgate.engine.detokenizer import IncrementalDetokenizer
+from thinkgate.engine.kv_cache import KVCache
+from thinkgate.engine.model_loader import LoadedModel, load_model
+from thinkgate.engine.model_runner import ModelRunner
+from thinkgate.engine.outputs import CompletionOutput, RequestOutput
+from thinkgate.engine.sampler import Sampler, SamplerOutput, make_logprob_entry
+from thinkgate.engine.sampling_params import RequestOutputKind, SamplingParams
+from thinkgate.engine.scheduler import Scheduler
+from thinkgate.engine.sequence import Sequence
+from thinkgate.engine.structured_output import StructuredOutputHook
+from thinkgate.engine.tokenizer import eos_token_ids, load_tokenizer
+
+logger = logging.getLogger(__name__)
+
+PromptType = str | list[int]
+
+
+@dataclass
+class Request:
+    request_id: str
+    prompt: str | None
+    prompt_token_ids: list[int]
+    params: SamplingParams
+    seqs: list[Sequence] = field(default_factory=list)
+    emitted_chunks: list[int] = field(default_factory=list)  # per seq, for DELTA text
+
+    @property
+    def finished(self) -> bool:
+        return all(seq.is_finished for seq in self.seqs)
+
+
+class LLMEngine:
+    def __init__(
+        self, config: EngineConfig, structured_output: StructuredOutputHook | None = None
+    ) -> None:
+        self.config = config
+        self.device = torch.device(config.resolved_device)
+        self.loaded: LoadedModel = load_model(config.model, config.dtype, self.device.type)
+        self.tokenizer = load_tokenizer(config.tokenizer, self.loaded)
+        self.vocab_size = self.loaded.vocab_size
+        self.eos_token_ids = eos_token_ids(self.loaded, self.tokenizer)
+        self.max_model_len = self._max_model_len()
+        self.kv_cache = self._make_kv_cache()
+        max_tokens = config.max_num_batched_tokens or max(self.max_model_len, 2048)
+        if max_tokens < self.max_model_len:
+            raise ValueError(
+                f"max_num_batched_tokens ({max_tokens}) must be >= max_model_len ({self.max_model_len})"
+            )
+        self.block_manager = BlockManager(self.kv_cache.num_blocks, config.block_size)
+        self.scheduler = Scheduler(
+            self.block_manager, config.max_num_seqs, max_tokens, self.eos_token_ids
+        )
+        self.runner = ModelRunner(self.loaded, self.kv_cache, self.device)
+        self.sampler = Sampler(self.vocab_size, self.eos_token_ids, self.device)
+        self.structured_output = structured_output or StructuredOutputHook()
+        self.requests: dict[str, Request] = {}
+        self._rng = random.Random(config.seed)
+        self._backend = self.tokenizer.backend_tokenizer
+
+    def _max_model_len(self) -> int:
+        limit = self.loaded.max_position_embeddings
+        window = self.loaded.arch.sliding_window if self.loaded.arch else None
+        if window:  # exact only inside the window: cap instead of approximating
+            limit = min(limit, window)
+        wanted = self.config.max_model_len or limit
+        if wanted > limit:
+            raise ValueError(f"max_model_len ({wanted}) exceeds what the model supports ({limit})")
+        return wanted
+
+    def _make_kv_cache(self) -> KVCache:
+        cfg, arch = self.config, self.loaded.arch
+        num_layers, kv_heads, head_dim = (
+            (arch.num_layers, arch.num_kv_heads, arch.head_dim) if arch else (1, 1, 1)
+        )
+        per_block = KVCache.bytes_per_block(
+            num_layers, cfg.block_size, kv_heads, head_dim, self.loaded.dtype
+        )
+        blocks_per_seq = -(-self.max_model_len // cfg.block_size)
+        num_blocks = cfg.num_kv_blocks
+        if num_blocks is None:
+            budget = cfg.kv_cache_memory_bytes or self._default_kv_budget()
+            num_blocks = min(budget // per_block, cfg.max_num_seqs * blocks_per_seq)
+        if num_blocks < blocks_per_seq:
+            raise ValueError(
+                f"num_kv_blocks ({num_blocks}) cannot hold one sequence of max_model_len "
+                f"{self.max_model_len} ({blocks_per_seq} blocks of {cfg.block_size})"
+            )
+        return KVCache(
+            num_layers,
+            num_blocks,
+            cfg.block_size,
+            kv_heads,
+            head_dim,
+            self.loaded.dtype,
+            self.device,
+        )
+
+    def _default_kv_budget(self) -> int:
+        if self.device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(self.device)
+            return int(free * self.config.gpu_memory_utilization)
+        return 512 << 20
+
+    # --- requests -------------------------------------------------------------------------
+
+    def add_request(self, request_id: str, prompt: PromptType, params: SamplingParams) -> None:
+        if request_id in self.requests:
+            raise ValueError(f"request_id {request_id!r} is already running")
+        if not isinstance(params, SamplingParams):
+            raise TypeError(f"params must be SamplingParams, got {type(params).__name__}")
+        text, ids = self._tokenize(prompt)
+        params.check_vocab(self.vocab_size)
+        if len(ids) >= self.max_model_len:
+            raise ValueError(
+                f"prompt has {len(ids)} tokens; max_model_len is {self.max_model_len} "
+                "(room for at least one new token is needed)"
+            )
+        max_new = params.max_tokens or self.max_model_len
+        max_total = min(self.max_model_len, len(ids) + max_new)
+        request = Request(request_id, text, ids, params)
+        for index in range(params.n):
+            seed = self._rng.getrandbits(62) if params.seed is None else params.seed + index
+            detok = IncrementalDetokenizer(
+                self._backend,
+                ids,
+                params.skip_special_tokens,
+                params.stop,
+                params.include_stop_str_in_output,
+            )
+            seq = Sequence(request_id, index, ids, params, seed, detok, max_total)
+            if params.has_penalties:
+                seq.output_counts = torch.zeros(
+                    self.vocab_size, dtype=torch.int32, device=self.device
+                )
+                if params.repetition_penalty != 1.0:
+                    seq.prompt_mask = torch.zeros(
+                        self.vocab_size, dtype=torch.bool, device=self.device
+                    )
+                    seq.prompt_mask[ids] = True
+            self.structured_output.add_request(seq)  # a bad grammar fails here, before scheduling
+            request.seqs.append(seq)
+            request.emitted_chunks.append(0)
+        self.requests[request_id] = request
+        for seq in request.seqs:
+            self.scheduler.add(seq)
+
+    def _tokenize(self, prompt: PromptType) -> tuple[str | None, list[int]]:
+        if isinstance(prompt, str):
+            ids = self.tokenizer.encode(prompt)
+            text: str | None = prompt
+        elif isinstance(prompt, list | tuple) and all(isinstance(t, int) for t in prompt):
+            ids, text = list(prompt), None
+        else:
+            raise ValueError(
+                f"prompt must be a str or a list of token ids, got {type(prompt).__name__}"
+            )
+        if not ids:
+            raise ValueError("prompt is empty")
+        bad = [t for t in ids if not 0 <= t < self.vocab_size]
+        if bad:
+            raise ValueError(
+                f"prompt token ids {bad[:5]} are outside the vocab (size {self.vocab_size})"
+            )
+        return text, ids
+
+    def abort_request(self, request_id: str) -> RequestOutput | None:
+        """Stop a request and free its KV blocks; returns its last state, or None if unknown."""
+        request = self.requests.pop(request_id, None)
+        if request is None:
+            return None
+        self.scheduler.abort(request.seqs)
+        for seq in request.seqs:
+            self.structured_output.remove(seq)
+        return self._make_output(request)
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.requests)
+
+    # --- the step -------------------------------------------------------------------------
+
+    def step(self) -> list[RequestOutput]:
+        batch = self.scheduler.schedule()
+        if batch is None:
+            return []
+        fill = self.structured_output.start_fill(batch.seqs)
+        logits = self.runner.forward(batch)
+        sampled = self.sampler(logits, batch.seqs, self.structured_output.finish_fill(fill))
+        self.structured_output.accept(batch.seqs, sampled.token_ids)
+        self._record(batch.seqs, sampled)
+        self.scheduler.postprocess(batch.seqs, sampled.token_ids)
+        return self._collect_outputs(batch.seqs)
+
+    def _record(self, seqs: list[Sequence], sampled: SamplerOutput) -> None:
+        for seq, token, entry in zip(seqs, sampled.token_ids, sampled.logprobs):
+            if seq.output_counts is not None:
+                seq.output_counts[token] += 1
+            if entry is not None and seq.logprobs is not None:
+                seq.logprobs.append(make_logprob_entry(token, entry, self._decode_token))
+                seq.cumulative_logprob += entry[0]
+
+    def _decode_token(self, token: int) -> str:
+        return self._backend.decode([token], skip_special_tokens=False)
+
+    def _collect_outputs(self, seqs: list[Sequence]) -> list[RequestOutput]:
+        outputs = []
+        seen: set[str] = set()
+        for seq in seqs:
+            if seq.request_id in seen or seq.request_id not in self.requests:
+                continue
+            seen.add(seq.request_id)
+            request = self.requests[seq.request_id]
+            finished = request.finished
+            if finished:
+                del self.requests[seq.request_id]
+                for s in request.seqs:
+                    self.structured_output.remove(s)
+            if request.params.output_kind is RequestOutputKind.FINAL_ONLY and not finished:
+                continue
+            outputs.append(self._make_output(request))
+        return outputs
+
+    def _make_output(self, request: Request) -> RequestOutput:
+        delta = request.params.output_kind is RequestOutputKind.DELTA
+        completions = []
+        for i, seq in enumerate(request.seqs):
+            chunks = seq.detokenizer.released
+            start_tok = seq.num_emitted_tokens if delta else 0
+            text = "".join(chunks[request.emitted_chunks[i] :] if delta else chunks)
+            token_ids = seq.output_token_ids[start_tok:]
+            logprobs = seq.logprobs[start_tok:] if seq.logprobs is not None else None
+            request.emitted_chunks[i] = len(chunks)
+            seq.num_emitted_tokens = seq.num_output_tokens
+            completions.append(
+                CompletionOutput(
+                    index=seq.index,
+                    text=text,
+                    token_ids=token_ids,
+                    cumulative_logprob=seq.cumulative_logprob if seq.logprobs is not None else None,
+                    logprobs=logprobs,
+                    finish_reason=seq.finish_reason,
+                    stop_reason=seq.stop_reason,
+                )
+            )
+        return RequestOutput(
+            request.request_id,
+            request.prompt,
+            request.prompt_token_ids,
+            completions,
+            request.finished,
+        )
+
+    # --- helpers for the API layer ----------------------------------------------------------
+
+    def get_chat_template(self) -> str | None:
+        return getattr(self.tokenizer, "chat_template", None)
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "num_free_blocks": self.block_manager.num_free_blocks,
+            "num_kv_blocks": self.block_manager.num_blocks,
+            "num_waiting": len(self.scheduler.waiting),
+            "num_running": len(self.scheduler.running),
+            "num_preemptions": self.scheduler.num_preemptions,
+        }
+
+    def __repr__(self) -> str:
+        return f"LLMEngine({json.dumps({'model': str(self.loaded.source), 'native': self.loaded.native})})"

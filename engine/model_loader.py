@@ -1,0 +1,188 @@
+"""Load a local Hugging Face folder (or a GGUF file) into a native model, or transformers' model.
+
+A folder needs config.json and `*.safetensors` (one file, or shards listed in
+model.safetensors.index.json) plus tokenizer files. Llama, Mistral, Qwen2 and Qwen3 run natively;
+other architectures fall back to transformers. A `.gguf` file (or a folder holding one and no
+safetensors) is read by transformers (`gguf_file=`), then its state dict goes to the native model.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from thinkgate.engine.config import resolve_dtype
+from thinkgate.engine.models.llama import (
+    ARCHITECTURES,
+    ArchConfig,
+    LlamaFamilyForCausalLM,
+    rope_inv_freq,
+)
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class LoadedModel:
+    model: nn.Module
+    hf_config: dict[str, Any]
+    vocab_size: int
+    max_position_embeddings: int
+    dtype: torch.dtype
+    native: bool
+    source: Path  # the folder (tokenizer files live here)
+    gguf_file: str | None = None
+    arch: ArchConfig | None = None
+
+
+def resolve_model_path(model: str | None) -> tuple[Path, str | None]:
+    """The model folder and, for GGUF, the file name inside it; raise if there is nothing to load."""
+    if model is None:
+        from thinkgate.engine.demo import demo_model_path
+
+        return Path(demo_model_path()), None
+    path = Path(model).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return path.parent, path.name
+    if not path.is_dir():
+        raise FileNotFoundError(f"model path {str(model)!r} does not exist or is not a folder")
+    if not any(path.glob("*.safetensors")):
+        ggufs = sorted(p.name for p in path.glob("*.gguf"))
+        if len(ggufs) == 1:
+            return path, ggufs[0]
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"model folder {str(path)!r} has no config.json")
+    return path, None
+
+
+def _safetensors_files(folder: Path) -> list[Path]:
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = json.loads(index.read_text())["weight_map"]
+        files = [folder / name for name in sorted(set(weight_map.values()))]
+        missing = [f.name for f in files if not f.is_file()]
+        if missing:
+            raise FileNotFoundError(f"{index} lists shards that are not in the folder: {missing}")
+        return files
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"model folder {str(folder)!r} has no *.safetensors weights")
+    return files
+
+
+def _iter_safetensors(files: list[Path]) -> Iterator[tuple[str, torch.Tensor]]:
+    from safetensors import safe_open
+
+    for file in files:
+        with safe_open(str(file), framework="pt") as f:
+            for name in f.keys():
+                yield name, f.get_tensor(name)
+
+
+def load_model(model: str | None, dtype: str | torch.dtype, device: str) -> LoadedModel:
+    folder, gguf_file = resolve_model_path(model)
+    if gguf_file is not None:
+        return _load_gguf(folder, gguf_file, dtype, device)
+    hf_config = json.loads((folder / "config.json").read_text())
+    torch_dtype = resolve_dtype(
+        dtype, hf_config.get("torch_dtype") or hf_config.get("dtype"), device
+    )
+    arch_name = (hf_config.get("architectures") or [None])[0]
+    if arch_name in ARCHITECTURES:
+        arch = ArchConfig.from_hf(hf_config)
+        files = _safetensors_files(folder)
+        net = _build_native(arch, _iter_safetensors(files), torch_dtype, device)
+        return LoadedModel(
+            net,
+            hf_config,
+            arch.vocab_size,
+            arch.max_position_embeddings,
+            torch_dtype,
+            True,
+            folder,
+            arch=arch,
+        )
+    return _load_fallback(folder, hf_config, torch_dtype, device)
+
+
+def _build_native(
+    arch: ArchConfig, tensors: Any, dtype: torch.dtype, device: str
+) -> LlamaFamilyForCausalLM:
+    with torch.device("meta"):
+        net = LlamaFamilyForCausalLM(arch)
+    net = net.to_empty(device=device).to(dtype)
+    net.inv_freq = rope_inv_freq(arch).float().to(device)  # buffers are not in checkpoints
+    net.load_weights(tensors)
+    return net.eval()
+
+
+def _load_fallback(
+    folder: Path, hf_config: dict[str, Any], dtype: torch.dtype, device: str
+) -> LoadedModel:
+    from thinkgate.engine.models.hf_fallback import TransformersFallback
+    from transformers import AutoModelForCausalLM
+
+    _safetensors_files(folder)  # same clear error when weights are missing
+    arch_name = (hf_config.get("architectures") or ["?"])[0]
+    logger.warning("architecture %s has no native implementation; using transformers", arch_name)
+    try:
+        hf_model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
+    except Exception as exc:  # transformers raises many types; the message is what matters
+        raise ValueError(f"transformers could not load {str(folder)!r}: {exc}") from exc
+    text_cfg = hf_model.config.get_text_config()
+    return LoadedModel(
+        TransformersFallback(hf_model.to(device)),
+        hf_config,
+        int(text_cfg.vocab_size),
+        int(getattr(text_cfg, "max_position_embeddings", 2048) or 2048),
+        dtype,
+        False,
+        folder,
+    )
+
+
+def _load_gguf(folder: Path, gguf_file: str, dtype: str | torch.dtype, device: str) -> LoadedModel:
+    from transformers import AutoModelForCausalLM
+
+    hf_model = AutoModelForCausalLM.from_pretrained(
+        str(folder), gguf_file=gguf_file, dtype=torch.float32
+    )
+    hf_config = hf_model.config.to_dict()
+    hf_config.setdefault("architectures", [type(hf_model).__name__])
+    torch_dtype = resolve_dtype(dtype, None, device)
+    if hf_config["architectures"][0] not in ARCHITECTURES:
+        hf_model = hf_model.to(torch_dtype)
+        from thinkgate.engine.models.hf_fallback import TransformersFallback
+
+        return LoadedModel(
+            TransformersFallback(hf_model.to(device)),
+            hf_config,
+            hf_config["vocab_size"],
+            hf_config.get("max_position_embeddings", 2048),
+            torch_dtype,
+            False,
+            folder,
+            gguf_file,
+        )
+    arch = ArchConfig.from_hf(hf_config)
+    state = hf_model.state_dict()
+    if arch.tie_word_embeddings:
+        state.pop("lm_head.weight", None)
+    net = _build_native(arch, state.items(), torch_dtype, device)
+    return LoadedModel(
+        net,
+        hf_config,
+        arch.vocab_size,
+        arch.max_position_embeddings,
+        torch_dtype,
+        True,
+        folder,
+        gguf_file,
+        arch,
+    )

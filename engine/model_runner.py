@@ -1,0 +1,99 @@
+"""Build one step's input tensors from the scheduled sequences and run the model to logits.
+
+Prefill rows are right-padded to the longest new-token count; decode rows have one token
+each. Padding tokens write their K/V into the cache's scratch block and their outputs are
+never read. The transformers fallback gets whole sequences instead (it has no cache).
+"""
+
+from __future__ import annotations
+
+import torch
+from thinkgate.engine.kv_cache import KVCache, build_attention_metadata
+from thinkgate.engine.model_loader import LoadedModel
+from thinkgate.engine.scheduler import ScheduledBatch
+from thinkgate.engine.sequence import Sequence
+
+
+class ModelRunner:
+    def __init__(self, loaded: LoadedModel, kv_cache: KVCache, device: torch.device) -> None:
+        self.model = loaded.model
+        self.kv_cache = kv_cache
+        self.device = device
+        self.block_size = kv_cache.block_size
+        self.full_sequence = bool(getattr(self.model, "needs_full_sequence", False))
+
+    @torch.inference_mode()
+    def forward(self, batch: ScheduledBatch) -> torch.Tensor:
+        """Logits (B, V) float32 for the next token of every scheduled sequence."""
+        if self.full_sequence:
+            return self._forward_full(batch.seqs)
+        if batch.is_prefill:
+            input_ids, positions, slots, last = self._prepare_prefill(batch.seqs)
+        else:
+            input_ids, positions, slots, last = self._prepare_decode(batch.seqs)
+        block_tables = self._block_tables(batch.seqs)
+        meta = build_attention_metadata(positions, slots, block_tables, self.block_size)
+        hidden = self.model(input_ids, positions, meta, self.kv_cache.layers)  # (B, T, hidden)
+        if last is not None:
+            hidden = hidden[torch.arange(len(batch.seqs), device=self.device), last]
+        else:
+            hidden = hidden[:, -1]
+        return self.model.compute_logits(hidden)
+
+    def _slot(self, seq: Sequence, position: int) -> int:
+        return (
+            seq.block_table[position // self.block_size] * self.block_size
+            + position % self.block_size
+        )
+
+    def _prepare_prefill(
+        self, seqs: list[Sequence]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        lengths = [seq.num_tokens - seq.num_cached_tokens for seq in seqs]
+        width = max(lengths)
+        scratch = self.kv_cache.scratch_block * self.block_size
+        ids, positions, slots = [], [], []
+        for seq, length in zip(seqs, lengths):
+            start = seq.num_cached_tokens
+            pad = width - length
+            ids.extend(seq.token_ids[start:] + [0] * pad)
+            positions.extend(list(range(start, seq.num_tokens)) + [0] * pad)
+            slots.extend(
+                [self._slot(seq, p) for p in range(start, seq.num_tokens)] + [scratch] * pad
+            )
+        shape = (len(seqs), width)
+        return (
+            self._tensor(ids).view(shape),
+            self._tensor(positions).view(shape),
+            self._tensor(slots),
+            self._tensor([n - 1 for n in lengths]),
+        )
+
+    def _prepare_decode(
+        self, seqs: list[Sequence]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
+        ids = [seq.token_ids[-1] for seq in seqs]
+        positions = [seq.num_tokens - 1 for seq in seqs]
+        slots = [self._slot(seq, p) for seq, p in zip(seqs, positions)]
+        return (
+            self._tensor(ids).view(-1, 1),
+            self._tensor(positions).view(-1, 1),
+            self._tensor(slots),
+            None,
+        )
+
+    def _block_tables(self, seqs: list[Sequence]) -> torch.Tensor:
+        width = max(len(seq.block_table) for seq in seqs)
+        scratch = [self.kv_cache.scratch_block]
+        rows = [seq.block_table + scratch * (width - len(seq.block_table)) for seq in seqs]
+        return torch.tensor(rows, dtype=torch.long, device=self.device)
+
+    def _tensor(self, values: list[int]) -> torch.Tensor:
+        return torch.tensor(values, dtype=torch.long, device=self.device)
+
+    def _forward_full(self, seqs: list[Sequence]) -> torch.Tensor:
+        width = max(seq.num_tokens for seq in seqs)
+        rows = [seq.token_ids + [0] * (width - seq.num_tokens) for seq in seqs]
+        input_ids = torch.tensor(rows, dtype=torch.long, device=self.device)
+        lengths = self._tensor([seq.num_tokens for seq in seqs])
+        return self.model.last_logits(input_ids, lengths)

@@ -1,0 +1,292 @@
+"""Native decoder for the Llama family: Llama 3.x, Mistral, Qwen2/2.5 and Qwen3.
+
+The four differ only in small switches read from config.json: q/k/v biases (Qwen2), per-head
+RMSNorm on q and k (Qwen3), RoPE scaling (Llama 3.1 "llama3", "linear"), tied embeddings.
+q/k/v and gate/up are stored fused (one matmul each); `load_weights` maps Hugging Face names.
+Attention reads and writes the paged KV cache through `AttentionMetadata` (see kv_cache.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from thinkgate.engine.kv_cache import AttentionMetadata, paged_attention
+from torch import nn
+
+ARCHITECTURES = (
+    "LlamaForCausalLM",
+    "MistralForCausalLM",
+    "Qwen2ForCausalLM",
+    "Qwen3ForCausalLM",
+)
+
+
+@dataclass(frozen=True)
+class ArchConfig:
+    """The fields of config.json the native decoder uses."""
+
+    architecture: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    rope_scaling: dict[str, Any] | None
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    attention_bias: bool
+    o_proj_bias: bool
+    mlp_bias: bool
+    qk_norm: bool
+    sliding_window: int | None
+
+    @classmethod
+    def from_hf(cls, cfg: dict[str, Any]) -> ArchConfig:
+        arch = (cfg.get("architectures") or ["?"])[0]
+        if arch not in ARCHITECTURES:
+            raise ValueError(f"architecture {arch!r} has no native implementation")
+        rope = dict(cfg.get("rope_parameters") or {})
+        scaling = cfg.get("rope_scaling") or rope or None
+        theta = cfg.get("rope_theta", rope.get("rope_theta", 10000.0))
+        heads = cfg["num_attention_heads"]
+        is_qwen2 = arch == "Qwen2ForCausalLM"
+        window = None
+        if cfg.get("sliding_window") and (
+            arch == "MistralForCausalLM" or cfg.get("use_sliding_window")
+        ):
+            window = int(cfg["sliding_window"])
+        llama_bias = bool(cfg.get("attention_bias", False)) and not is_qwen2
+        return cls(
+            architecture=arch,
+            vocab_size=cfg["vocab_size"],
+            hidden_size=cfg["hidden_size"],
+            intermediate_size=cfg["intermediate_size"],
+            num_layers=cfg["num_hidden_layers"],
+            num_heads=heads,
+            num_kv_heads=cfg.get("num_key_value_heads") or heads,
+            head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
+            rms_norm_eps=cfg.get("rms_norm_eps", 1e-6),
+            rope_theta=float(theta),
+            rope_scaling=scaling,
+            max_position_embeddings=cfg.get("max_position_embeddings", 4096),
+            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            attention_bias=is_qwen2 or llama_bias or bool(cfg.get("attention_bias", False)),
+            o_proj_bias=llama_bias,
+            mlp_bias=bool(cfg.get("mlp_bias", False)),
+            qk_norm=arch == "Qwen3ForCausalLM",
+            sliding_window=window,
+        )
+
+
+def rope_inv_freq(cfg: ArchConfig) -> torch.Tensor:
+    """Inverse frequencies (head_dim/2,), with Llama 3.1's or linear scaling when configured."""
+    dim = cfg.head_dim
+    inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    scaling = cfg.rope_scaling or {}
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if kind in (None, "default"):
+        return inv_freq
+    if kind == "linear":
+        return inv_freq / float(scaling["factor"])
+    if kind == "llama3":
+        factor = float(scaling["factor"])
+        low, high = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+        old_len = float(scaling["original_max_position_embeddings"])
+        wavelen = 2 * math.pi / inv_freq
+        smooth = (old_len / wavelen - low) / (high - low)
+        scaled = torch.where(wavelen > old_len / low, inv_freq / factor, inv_freq)
+        mid = (1 - smooth) * inv_freq / factor + smooth * inv_freq
+        is_mid = (wavelen <= old_len / low) & (wavelen >= old_len / high)
+        return torch.where(is_mid, mid, scaled)
+    raise ValueError(f"rope_scaling type {kind!r} is not supported natively")
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return F.rms_norm(x, (x.shape[-1],), weight, eps)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ArchConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        h, d = cfg.hidden_size, cfg.head_dim
+        self.q_size, self.kv_size = cfg.num_heads * d, cfg.num_kv_heads * d
+        self.input_norm = nn.Parameter(torch.ones(h))
+        self.post_norm = nn.Parameter(torch.ones(h))
+        self.qkv = nn.Linear(h, self.q_size + 2 * self.kv_size, bias=cfg.attention_bias)
+        self.o = nn.Linear(self.q_size, h, bias=cfg.o_proj_bias)
+        # (num_heads + num_kv_heads, head_dim): q_norm rows then k_norm rows (Qwen3 only)
+        self.qk_norm = (
+            nn.Parameter(torch.ones(cfg.num_heads + cfg.num_kv_heads, d)) if cfg.qk_norm else None
+        )
+        self.gate_up = nn.Linear(h, 2 * cfg.intermediate_size, bias=cfg.mlp_bias)
+        self.down = nn.Linear(cfg.intermediate_size, h, bias=cfg.mlp_bias)
+
+    def forward(
+        self,
+        x: torch.Tensor,  # (B, T, hidden)
+        cos: torch.Tensor,  # (B, T, 1, head_dim)
+        sin: torch.Tensor,
+        meta: AttentionMetadata,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+    ) -> torch.Tensor:
+        cfg = self.cfg
+        b, t, _ = x.shape
+        qkv = self.qkv(rms_norm(x, self.input_norm, cfg.rms_norm_eps))
+        qk = qkv[..., : self.q_size + self.kv_size].view(b, t, -1, cfg.head_dim)
+        v = qkv[..., self.q_size + self.kv_size :].view(b, t, cfg.num_kv_heads, cfg.head_dim)
+        if self.qk_norm is not None:
+            qk = F.rms_norm(qk, (cfg.head_dim,), eps=cfg.rms_norm_eps) * self.qk_norm
+        half = cfg.head_dim // 2
+        rotated = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
+        qk = qk * cos + rotated * sin
+        q, k = qk[:, :, : cfg.num_heads], qk[:, :, cfg.num_heads :]
+        attn = paged_attention(q, k, v, k_cache, v_cache, meta)  # (B, T, H * D)
+        x = x + self.o(attn)
+        gate, up = self.gate_up(rms_norm(x, self.post_norm, cfg.rms_norm_eps)).chunk(2, dim=-1)
+        return x + self.down(F.silu(gate) * up)
+
+
+class LlamaFamilyForCausalLM(nn.Module):
+    """Embedding → decoder layers over the paged KV cache → final norm → lm_head."""
+
+    def __init__(self, cfg: ArchConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_layers))
+        self.norm = nn.Parameter(torch.ones(cfg.hidden_size))
+        self.lm_head = (
+            None
+            if cfg.tie_word_embeddings
+            else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        )
+        self.register_buffer("inv_freq", rope_inv_freq(cfg).float(), persistent=False)
+
+    def rope(
+        self, positions: torch.Tensor, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = positions.unsqueeze(-1).float() * self.inv_freq  # (B, T, D/2)
+        emb = torch.cat((freqs, freqs), dim=-1).unsqueeze(2)  # (B, T, 1, D)
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,  # (B, T)
+        positions: torch.Tensor,  # (B, T)
+        meta: AttentionMetadata,
+        kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
+    ) -> torch.Tensor:
+        """Hidden states (B, T, hidden) after the final norm."""
+        x = self.embed(input_ids)
+        cos, sin = self.rope(positions, x.dtype)
+        for layer, (k_cache, v_cache) in zip(self.layers, kv_caches):
+            x = layer(x, cos, sin, meta, k_cache, v_cache)
+        return rms_norm(x, self.norm, self.cfg.rms_norm_eps)
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        weight = self.embed.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(hidden, weight).float()
+
+    @torch.no_grad()
+    def load_weights(self, tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy Hugging Face-named tensors in; raise on a missing, unknown or misshapen weight."""
+        params = dict(self.named_parameters())
+        pending: dict[str, dict[str, torch.Tensor]] = {}
+        loaded: set[str] = set()
+        for name, tensor in tensors:
+            for target, part in _hf_name_to_ours(name, self.cfg):
+                if target is None:
+                    continue
+                if target not in params:
+                    raise ValueError(
+                        f"checkpoint weight {name!r} has no place in {self.cfg.architecture}"
+                    )
+                if part is None:
+                    _copy(params[target], tensor, name)
+                    loaded.add(target)
+                else:
+                    pending.setdefault(target, {})[part] = tensor
+        for target, parts in pending.items():
+            _copy(params[target], _fuse(target, parts, self.cfg), target)
+            loaded.add(target)
+        missing = sorted(set(params) - loaded)
+        if missing:
+            raise ValueError(
+                f"checkpoint is missing weights: {missing[:8]}{' ...' if len(missing) > 8 else ''}"
+            )
+
+
+def _copy(param: torch.Tensor, tensor: torch.Tensor, name: str) -> None:
+    if tuple(param.shape) != tuple(tensor.shape):
+        raise ValueError(
+            f"weight {name!r} has shape {tuple(tensor.shape)}, expected {tuple(param.shape)}"
+        )
+    param.copy_(tensor.to(param.dtype))
+
+
+_FUSED_ORDER = {
+    "qkv": ("q", "k", "v"),
+    "gate_up": ("gate", "up"),
+    "qk_norm": ("q", "k"),
+}
+
+
+def _fuse(target: str, parts: dict[str, torch.Tensor], cfg: ArchConfig) -> torch.Tensor:
+    kind = target.split(".")[2]
+    order = _FUSED_ORDER[kind]
+    if set(parts) != set(order):
+        raise ValueError(f"checkpoint has only {sorted(parts)} of {list(order)} for {target!r}")
+    if kind == "qk_norm":
+        d = cfg.head_dim
+        q, k = parts["q"].reshape(d), parts["k"].reshape(d)
+        return torch.cat((q.expand(cfg.num_heads, d), k.expand(cfg.num_kv_heads, d)))
+    return torch.cat([parts[p] for p in order], dim=0)
+
+
+_LAYER_MAP = {
+    "input_layernorm.weight": ("input_norm", None),
+    "post_attention_layernorm.weight": ("post_norm", None),
+    "self_attn.q_proj.weight": ("qkv.weight", "q"),
+    "self_attn.k_proj.weight": ("qkv.weight", "k"),
+    "self_attn.v_proj.weight": ("qkv.weight", "v"),
+    "self_attn.q_proj.bias": ("qkv.bias", "q"),
+    "self_attn.k_proj.bias": ("qkv.bias", "k"),
+    "self_attn.v_proj.bias": ("qkv.bias", "v"),
+    "self_attn.o_proj.weight": ("o.weight", None),
+    "self_attn.o_proj.bias": ("o.bias", None),
+    "self_attn.q_norm.weight": ("qk_norm", "q"),
+    "self_attn.k_norm.weight": ("qk_norm", "k"),
+    "mlp.gate_proj.weight": ("gate_up.weight", "gate"),
+    "mlp.up_proj.weight": ("gate_up.weight", "up"),
+    "mlp.gate_proj.bias": ("gate_up.bias", "gate"),
+    "mlp.up_proj.bias": ("gate_up.bias", "up"),
+    "mlp.down_proj.weight": ("down.weight", None),
+    "mlp.down_proj.bias": ("down.bias", None),
+}
+
+
+def _hf_name_to_ours(name: str, cfg: ArchConfig) -> list[tuple[str | None, str | None]]:
+    if name.endswith("rotary_emb.inv_freq"):
+        return [(None, None)]
+    if name == "model.embed_tokens.weight":
+        return [("embed.weight", None)]
+    if name == "model.norm.weight":
+        return [("norm", None)]
+    if name == "lm_head.weight":
+        return [(None, None)] if cfg.tie_word_embeddings else [("lm_head.weight", None)]
+    parts = name.split(".", 3)
+    if len(parts) == 4 and parts[0] == "model" and parts[1] == "layers" and parts[3] in _LAYER_MAP:
+        target, part = _LAYER_MAP[parts[3]]
+        return [(f"layers.{parts[2]}.{target}", part)]
+    raise ValueError(f"checkpoint weight {name!r} is not a {cfg.architecture} weight")

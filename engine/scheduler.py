@@ -1,0 +1,144 @@
+"""Continuous batching with three verbs: `add`, `schedule`, `postprocess` (plus `abort`).
+
+Each step is either a prefill batch (new or preempted sequences, FIFO, within the limits on
+running sequences, tokens per step and free KV blocks) or a decode batch of every running
+sequence. When a decode step runs out of blocks, the most recently started sequence is
+preempted by recompute: its blocks are freed and it goes back to the front of the waiting
+queue with all its tokens, to be prefilled again later (its outputs are kept).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from thinkgate.engine.block_manager import BlockManager
+from thinkgate.engine.sequence import Sequence, SequenceStatus
+
+
+@dataclass
+class ScheduledBatch:
+    seqs: list[Sequence]
+    is_prefill: bool
+
+
+class Scheduler:
+    def __init__(
+        self,
+        block_manager: BlockManager,
+        max_num_seqs: int,
+        max_num_batched_tokens: int,
+        eos_token_ids: set[int],
+    ) -> None:
+        self.block_manager = block_manager
+        self.max_num_seqs = max_num_seqs
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.eos_token_ids = eos_token_ids
+        self.waiting: deque[Sequence] = deque()
+        self.running: deque[Sequence] = deque()
+        self.num_preemptions = 0
+
+    def add(self, seq: Sequence) -> None:
+        self.waiting.append(seq)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def schedule(self) -> ScheduledBatch | None:
+        prefill = self._schedule_prefill()
+        if prefill:
+            return ScheduledBatch(prefill, is_prefill=True)
+        decode = self._schedule_decode()
+        return ScheduledBatch(decode, is_prefill=False) if decode else None
+
+    def _schedule_prefill(self) -> list[Sequence]:
+        scheduled: list[Sequence] = []
+        num_tokens = 0
+        while self.waiting and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            new_tokens = seq.num_tokens - seq.num_cached_tokens
+            if scheduled and num_tokens + new_tokens > self.max_num_batched_tokens:
+                break
+            if not self.block_manager.can_allocate(seq):
+                break
+            self.block_manager.allocate(seq)
+            num_tokens += new_tokens
+            seq.status = SequenceStatus.RUNNING
+            self.waiting.popleft()
+            self.running.append(seq)
+            scheduled.append(seq)
+        return scheduled
+
+    def _schedule_decode(self) -> list[Sequence]:
+        scheduled: list[Sequence] = []
+        while self.running:
+            seq = self.running.popleft()
+            while not self.block_manager.can_append(seq):
+                if self.running:
+                    self._preempt(self.running.pop())
+                else:
+                    self._preempt(seq)
+                    break
+            else:
+                self.block_manager.allocate(seq)
+                scheduled.append(seq)
+        self.running.extend(scheduled)
+        return scheduled
+
+    def _preempt(self, seq: Sequence) -> None:
+        self.block_manager.free(seq)
+        seq.status = SequenceStatus.WAITING
+        seq.num_preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.appendleft(seq)
+
+    def postprocess(self, seqs: list[Sequence], token_ids: list[int]) -> list[Sequence]:
+        """Append each sampled token, apply the stop rules, free finished sequences' blocks."""
+        finished = []
+        for seq, token in zip(seqs, token_ids):
+            seq.num_cached_tokens = seq.num_tokens  # K/V of every token before `token`
+            seq.token_ids.append(token)
+            seq.detokenizer.new_text = ""
+            if self._check_stop(seq, token):
+                seq.detokenizer.flush()
+                self.block_manager.free(seq)
+                self.running.remove(seq)
+                finished.append(seq)
+        return finished
+
+    def _check_stop(self, seq: Sequence, token: int) -> bool:
+        params = seq.params
+        if seq.force_finish is not None:
+            seq.detokenizer.step(token)
+            seq.finish(*seq.force_finish)
+            return True
+        may_stop = seq.num_output_tokens > params.min_tokens
+        if may_stop:
+            if token in params.stop_token_ids:  # type: ignore[operator]
+                if params.include_stop_str_in_output:
+                    seq.detokenizer.step(token)
+                seq.finish("stop", token)
+                return True
+            if not params.ignore_eos and token in self.eos_token_ids:
+                seq.finish("stop")
+                return True
+        stop = seq.detokenizer.step(token, match_stop=may_stop)
+        if stop is not None:
+            seq.finish("stop", stop)
+            return True
+        if seq.num_tokens >= seq.max_total_tokens:
+            seq.finish("length")
+            return True
+        return False
+
+    def abort(self, seqs: Iterable[Sequence]) -> None:
+        """Drop sequences wherever they are and free everything they hold."""
+        for seq in seqs:
+            if seq.status is SequenceStatus.WAITING and seq in self.waiting:
+                self.waiting.remove(seq)
+            elif seq.status is SequenceStatus.RUNNING and seq in self.running:
+                self.running.remove(seq)
+            self.block_manager.free(seq)
+            if not seq.is_finished:
+                seq.finish("abort")

@@ -1,0 +1,87 @@
+"""Per-sample state: token ids, KV blocks, sampling state, detokenizer, finish reason.
+
+A request with `n` samples owns `n` sequences; the scheduler only ever sees sequences.
+"""
+
+from __future__ import annotations
+
+import itertools
+from enum import Enum
+from typing import Any
+
+import torch
+from thinkgate.engine.detokenizer import IncrementalDetokenizer
+from thinkgate.engine.outputs import Logprob
+from thinkgate.engine.sampling_params import SamplingParams
+
+_seq_counter = itertools.count()
+
+
+class SequenceStatus(Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+class Sequence:
+    def __init__(
+        self,
+        request_id: str,
+        index: int,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        seed: int,
+        detokenizer: IncrementalDetokenizer,
+        max_total_tokens: int,
+    ) -> None:
+        self.seq_id = next(_seq_counter)
+        self.request_id = request_id
+        self.index = index
+        self.params = params
+        self.seed = seed  # per-sample; the sampler draws from (seed, num_output_tokens)
+        self.token_ids = list(prompt_token_ids)
+        self.num_prompt_tokens = len(prompt_token_ids)
+        self.max_total_tokens = max_total_tokens  # prompt + max_tokens, capped by max_model_len
+        self.status = SequenceStatus.WAITING
+        self.block_table: list[int] = []
+        self.num_cached_tokens = 0  # tokens whose K/V are in the cache
+        self.num_preemptions = 0
+        self.finish_reason: str | None = None
+        self.stop_reason: int | str | None = None
+        self.detokenizer = detokenizer
+        self.logprobs: list[dict[int, Logprob]] | None = [] if params.logprobs is not None else None
+        self.cumulative_logprob = 0.0
+        self.num_emitted_tokens = 0  # for DELTA outputs
+        self.output_counts: torch.Tensor | None = None  # (V,) int32, only with penalties
+        self.prompt_mask: torch.Tensor | None = None  # (V,) bool, only with repetition_penalty
+        self.structured_state: Any = None  # owned by the structured-output hook (issue 7)
+        self.reasoning_state: Any = None  # owned by the reasoning gate (issue 7)
+        self.force_finish: tuple[str, int | str | None] | None = None  # set by hooks
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.token_ids) - self.num_prompt_tokens
+
+    @property
+    def output_token_ids(self) -> list[int]:
+        return self.token_ids[self.num_prompt_tokens :]
+
+    @property
+    def last_token_id(self) -> int:
+        return self.token_ids[-1]
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is SequenceStatus.FINISHED
+
+    def num_blocks_needed(self, block_size: int) -> int:
+        return (self.num_tokens + block_size - 1) // block_size
+
+    def finish(self, reason: str, stop_reason: int | str | None = None) -> None:
+        self.status = SequenceStatus.FINISHED
+        self.finish_reason = reason
+        self.stop_reason = stop_reason
