@@ -1,0 +1,127 @@
+"""Raw argument values (XML-ish formats write them as bare text) to JSON, by the tool's schema."""
+
+from __future__ import annotations
+
+import ast
+import json
+from typing import Any
+
+
+def tool_parameters(tools: list[dict] | None, name: str) -> dict | None:
+    """The JSON schema of ``name``'s parameters in an OpenAI ``tools`` list, if given."""
+    for tool in tools or ():
+        fn = tool.get("function", tool) if isinstance(tool, dict) else None
+        if isinstance(fn, dict) and fn.get("name") == name:
+            params = fn.get("parameters")
+            return params if isinstance(params, dict) else None
+    return None
+
+
+def property_schema(params: dict | None, key: str) -> dict | None:
+    if not params:
+        return None
+    prop = (params.get("properties") or {}).get(key)
+    return prop if isinstance(prop, dict) else None
+
+
+def schema_types(schema: dict | None) -> list[str]:
+    """The JSON types a schema admits, most specific first; empty when unknown."""
+    if not schema:
+        return []
+    t = schema.get("type")
+    if isinstance(t, str):
+        return [t]
+    if isinstance(t, list):
+        return [x for x in t if isinstance(x, str)]
+    out: list[str] = []
+    for key in ("anyOf", "oneOf"):
+        for sub in schema.get(key) or ():
+            out += [x for x in schema_types(sub) if x not in out]
+    if not out and "enum" in schema:
+        out = sorted({_json_type(v) for v in schema["enum"]})
+    if not out and ("properties" in schema):
+        out = ["object"]
+    return out
+
+
+def is_string_schema(schema: dict | None) -> bool:
+    """True when a raw value must be kept as a string (no schema counts as string)."""
+    types = schema_types(schema)
+    return not types or types == ["string"]
+
+
+def _json_type(v: Any) -> str:
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if v is None:
+        return "null"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object"
+
+
+def _try(raw: str, t: str) -> tuple[bool, Any]:
+    s = raw.strip()
+    if t == "string":
+        return True, raw
+    if t == "integer":
+        try:
+            return True, int(s)
+        except ValueError:
+            try:
+                f = float(s)
+            except ValueError:
+                return False, None
+            return (True, int(f)) if f.is_integer() else (False, None)
+    if t == "number":
+        try:
+            f = float(s)
+        except ValueError:
+            return False, None
+        if f != f or f in (float("inf"), float("-inf")):
+            return False, None
+        return True, (int(f) if f.is_integer() and "." not in s and "e" not in s.lower() else f)
+    if t == "boolean":
+        low = s.lower()
+        if low in ("true", "false"):
+            return True, low == "true"
+        return False, None
+    if t == "null":
+        return (True, None) if s.lower() in ("null", "none", "") else (False, None)
+    ok, v = parse_literal(s)
+    if ok and _json_type(v) == t or (ok and t == "number" and _json_type(v) == "integer"):
+        return True, v
+    return False, None
+
+
+def parse_literal(s: str) -> tuple[bool, Any]:
+    """A JSON value, or failing that a Python literal with JSON-compatible contents."""
+    try:
+        return True, json.loads(s)
+    except ValueError:
+        pass
+    try:
+        v = ast.literal_eval(s)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False, None
+    try:
+        json.dumps(v)
+    except (TypeError, ValueError):
+        return False, None
+    return True, v
+
+
+def convert_value(raw: str, schema: dict | None) -> Any:
+    """Convert one raw text value by its property schema; unconvertible values stay strings."""
+    types = schema_types(schema)
+    if not types:
+        return raw
+    for t in [t for t in types if t != "string"] + (["string"] if "string" in types else []):
+        ok, v = _try(raw, t)
+        if ok:
+            return v
+    return raw

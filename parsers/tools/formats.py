@@ -1,0 +1,24 @@
+"""Registers every tool format declared as data in ``formats_json.py`` / ``formats_xml.py``."""
+
+from __future__ import annotations
+
+from thinkgate.parsers.registry import register_tool_parser
+
+from .formats_json import SPECS as _JSON_SPECS
+from .formats_xml import SPECS as _XML_SPECS
+from .spec import ToolSpec
+from .tool_format import SpecToolFormat
+
+TOOL_SPECS: dict[str, ToolSpec] = {s.name: s for s in (*_JSON_SPECS, *_XML_SPECS)}
+FRAMEWORK_OWNED = ("hermes", "qwen3_json")  # registered by tools/hermes.py
+
+for _name, _spec in TOOL_SPECS.items():
+    if _name not in FRAMEWORK_OWNED:
+        register_tool_parser(_name)(SpecToolFormat(_spec))
+
+
+def get_tool_spec(name: str) -> ToolSpec:
+    """The format data for a tool-parser name (ValueError lists the known names)."""
+    if name not in TOOL_SPECS:
+        raise ValueError(f"no tool format data for {name!r}; known: {', '.join(sorted(TOOL_SPECS))}")
+    return TOOL_SPECS[name]

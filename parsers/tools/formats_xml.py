@@ -1,0 +1,143 @@
+"""Tool formats with XML-ish parameters, key/value tags, pythonic lists and Gemma's syntax."""
+
+from __future__ import annotations
+
+from .spec import Header, Region, ToolSpec
+from .xml_body import ParamSyntax
+
+QWEN_PARAM = ParamSyntax("<parameter=", ">", "</parameter>")
+NAMED_PARAM = ParamSyntax("<parameter name=", ">", "</parameter>")
+KV = ParamSyntax("<arg_key>", "</arg_key>", "</arg_value>", value_open="<arg_value>",
+                 trim_newline=False)
+_FN = Header(name_end=(">",), render="{name}")
+
+
+def _qwen(trim: bool = True) -> tuple[Region, ...]:
+    params = QWEN_PARAM if trim else ParamSyntax("<parameter=", ">", "</parameter>",
+                                                 trim_newline=False)
+    return (
+        Region(("<tool_call>",), "xml", end=("</tool_call>",), call_begin=("<function=",),
+               header=_FN, params=params, call_close="</function>", render_args="xml"),
+        Region(("<function=",), "xml", header=_FN, params=params, call_close="</function>",
+               render_args="xml"),
+    )
+
+
+def _invoke(begin: str, end: str, call_begin: str, param: ParamSyntax, call_close: str
+            ) -> tuple[Region, ...]:
+    return (Region((begin,), "xml", end=(end,), call_begin=(call_begin,), header=_FN,
+                   params=param, call_close=call_close, render_args="xml"),)
+
+
+def _dsml(begins: tuple[str, ...], ends: tuple[str, ...], space: str = "") -> tuple[Region, ...]:
+    d = "<｜DSML｜" + space
+    param = ParamSyntax(d + 'parameter name=', ">", "</｜DSML｜" + space + "parameter>",
+                        trim_newline=False)
+    return (Region(begins, "xml", end=ends, call_begin=(d + "invoke name=",), header=_FN,
+                   params=param, call_close="</｜DSML｜" + space + "invoke>",
+                   render_args="xml"),)
+
+
+def _glm(name_end: tuple[str, ...]) -> tuple[Region, ...]:
+    return (Region(("<tool_call>",), "xml", end=("</tool_call>",), params=KV,
+                   header=Header(name_end=name_end, name_stop=("<arg_key>",)),
+                   render_args="xml"),)
+
+
+_HY_KV = ParamSyntax("<arg_key>", "</arg_key>", "</arg_value>", value_open="<arg_value",
+                     value_open_close=">", trim_newline=False)
+_HY = Region(("<tool_calls>",), "xml", end=("</tool_calls>",), call_begin=("<tool_call>",),
+             call_close="</tool_call>", header=Header(name_end=("<tool_sep>",)), params=_HY_KV,
+             render_args="xml")
+_MM3 = "]<]minimax[>["
+_PY = Region(("[",), "pythonic", render_args="pythonic")
+
+SPECS = [
+    ToolSpec("qwen3_coder", _qwen(), "Qwen3-Coder, Qwen3.5"),
+    ToolSpec("qwen3_xml", _qwen(), "Qwen3 (XML tool calls)"),
+    ToolSpec("step3p5", _qwen(), "StepFun Step-3.5"),
+    ToolSpec("step5", _qwen(), "StepFun Step-5"),
+    ToolSpec("mimo", _qwen(trim=False), "Xiaomi MiMo"),
+    ToolSpec("seed_oss", (Region(("<seed:tool_call>",), "xml", end=("</seed:tool_call>",),
+                                 call_begin=("<function=",), header=_FN, params=QWEN_PARAM,
+                                 call_close="</function>", render_args="xml"),),
+             "ByteDance Seed-OSS"),
+    ToolSpec("minimax_m2", _invoke("<minimax:tool_call>", "</minimax:tool_call>",
+                                   "<invoke name=", NAMED_PARAM, "</invoke>"), "MiniMax-M2"),
+    ToolSpec("dots", _invoke("<dots_function_call>", "</dots_function_call>", "<invoke name=",
+                             NAMED_PARAM, "</invoke>"), "rednote dots.llm"),
+    ToolSpec("step3", (Region(
+        ("<｜tool_calls_begin｜>",), "xml", end=("<｜tool_calls_end｜>",),
+        call_begin=("<｜tool_call_begin｜>",), call_end=("<｜tool_call_end｜>",),
+        header=Header(name_end=(">",),
+                      strip_prefixes=("function<｜tool_sep｜><steptml:invoke name=",),
+                      render="function<｜tool_sep｜><steptml:invoke name=\"{name}\""),
+        params=ParamSyntax("<steptml:parameter name=", ">", "</steptml:parameter>",
+                           trim_newline=False),
+        call_close="</steptml:invoke>", render_args="xml"),), "StepFun Step-3"),
+    ToolSpec("minicpm5", (Region(("<function name=",), "xml", header=_FN,
+                                 params=ParamSyntax("<param name=", ">", "</param>", cdata=True),
+                                 call_close="</function>", render_args="xml"),), "MiniCPM 5"),
+    ToolSpec("muse", _invoke("<atem:function_calls>", "</atem:function_calls>",
+                             "<atem:invoke name=", ParamSyntax(
+                                 "<atem:parameter name=", ">", "</atem:parameter>"),
+                             "</atem:invoke>"), "Muse Spark"),
+    ToolSpec("musespark1x", _invoke("<atem:function_calls>", "</atem:function_calls>",
+                                    "<atem:invoke name=", ParamSyntax(
+                                        "<atem:parameter name=", ">", "</atem:parameter>"),
+                                    "</atem:invoke>"), "Muse Spark 1.x"),
+    ToolSpec("muse_glimmer", _invoke("<atem:function_calls>", "</atem:function_calls>",
+                                     "<atem:invoke name=", ParamSyntax(
+                                         "<atem:parameter name=", ">", "</atem:parameter>"),
+                                     "</atem:invoke>"), "Muse Glimmer"),
+    ToolSpec("minimax_m3", _invoke(_MM3 + "<tool_call>", _MM3 + "</tool_call>",
+                                   _MM3 + "<invoke name=",
+                                   ParamSyntax(_MM3 + "<", ">", _MM3 + "</", close_tail=">",
+                                               trim_newline=False),
+                                   _MM3 + "</invoke>"), "MiniMax-M3 (flat parameters)"),
+    ToolSpec("deepseek_v32", _dsml(("<｜DSML｜function_calls>",), ("</｜DSML｜function_calls>",)),
+             "DeepSeek-V3.2"),
+    ToolSpec("deepseek_v4", _dsml(("<｜DSML｜tool_calls>", "<｜DSML｜function_calls>"),
+                                  ("</｜DSML｜tool_calls>", "</｜DSML｜function_calls>")),
+             "DeepSeek-V4"),
+    ToolSpec("deepseek_v41", _dsml(("<｜DSML｜ calls>",), ("</｜DSML｜ calls>",), space=" "),
+             "DeepSeek-V4.1"),
+    ToolSpec("kimi_k3", (Region(
+        ("<|open|>tools<|sep|>",), "xml", end=("<|close|>tools<|sep|>",),
+        call_begin=("<|open|>call",), header=Header(
+            name_end=("<|sep|>",), attrs=True, render=' tool="{name}" index="{index}"'),
+        params=ParamSyntax("<|open|>argument key=", "<|sep|>", "<|close|>argument<|sep|>",
+                           trim_newline=False),
+        call_close="<|close|>call<|sep|>", render_args="xml"),), "Moonshot Kimi K3"),
+    ToolSpec("glm45", _glm(("\n",)), "Zhipu GLM-4.5 / 4.6 / 4.7 / 5"),
+    ToolSpec("glm47", _glm(("\n",)), "Zhipu GLM-4.7"),
+    ToolSpec("ling3", _glm(("\n",)), "inclusionAI Ling 3"),
+    ToolSpec("poolside_v1", _glm(("\n",)), "Poolside"),
+    ToolSpec("hy_v3", (_HY,), "Tencent Hunyuan 3"),
+    ToolSpec("hy_v4", (_HY,), "Tencent Hunyuan 4 (typed value tags)"),
+    ToolSpec("k2_horizon", (Region(
+        ("<ifm|tool_calls>",), "xml", end=("</ifm|tool_calls>",),
+        call_begin=("<ifm|tool_call>",), call_close="</ifm|tool_call>",
+        header=Header(name_stop=("<ifm|arg_key>", "</ifm|tool_call>")),
+        params=ParamSyntax("<ifm|arg_key>", "</ifm|arg_key>", "</ifm|arg_value>",
+                           value_open="<ifm|arg_value>", trim_newline=False),
+        render_args="xml"),), "K2-Horizon"),
+    ToolSpec("gemma4", (Region(("<|tool_call>",), "gemma", end=("<tool_call|>",),
+                               header=Header(name_stop=("{",), strip_prefixes=("call:", ":"),
+                                             render="call:{name}"),
+                               string_delim='<|"|>', render_args="gemma"),), "Google Gemma 4"),
+    ToolSpec("functiongemma", (Region(("<start_function_call>",), "gemma",
+                                      end=("<end_function_call>",),
+                                      header=Header(name_stop=("{",), strip_prefixes=("call:",),
+                                                    render="call:{name}"),
+                                      string_delim="<escape>", render_args="gemma"),),
+             "Google FunctionGemma"),
+    ToolSpec("pythonic", (_PY,), "Llama 3.2 pythonic, ToolACE"),
+    ToolSpec("llama4_pythonic", (Region(("<|python_start|>",), "pythonic",
+                                        end=("<|python_end|>",), render_args="pythonic"), _PY),
+             "Llama 4 (pythonic)"),
+    ToolSpec("olmo3", (Region(("<function_calls>",), "pythonic", end=("</function_calls>",),
+                              render_args="pythonic", render_sep="\n"),), "AllenAI OLMo 3"),
+    ToolSpec("lfm2", (Region(("<|tool_call_start|>",), "pythonic", end=("<|tool_call_end|>",),
+                             render_args="pythonic"),), "Liquid LFM2"),
+]

@@ -1,0 +1,149 @@
+"""Gemma-style arguments: ``{city:<|"|>Paris<|"|>,days:3,opts:{deep:true}}``.
+
+Keys are bare; strings sit between a delimiter token (``<|"|>`` for Gemma 4, ``<escape>`` for
+FunctionGemma); numbers, booleans, objects and lists are written as in JSON. Each top-level entry
+is converted and streamed when it completes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .convert import parse_literal
+from .events import ArgsDelta, Body, CallEnd, CallStart, Event
+
+
+def gemma_value(text: str, delim: str) -> Any:
+    """Parse one Gemma-style value (raises ValueError on bad syntax)."""
+    value, pos = _value(text.strip(), 0, delim)
+    if text.strip()[pos:].strip():
+        raise ValueError(f"trailing text after a Gemma value: {text!r}")
+    return value
+
+
+def _skip_ws(s: str, i: int) -> int:
+    while i < len(s) and s[i] in " \t\r\n":
+        i += 1
+    return i
+
+
+def _value(s: str, i: int, delim: str) -> tuple[Any, int]:
+    i = _skip_ws(s, i)
+    if s.startswith(delim, i):
+        j = s.find(delim, i + len(delim))
+        if j < 0:
+            raise ValueError(f"unterminated Gemma string in {s!r}")
+        return s[i + len(delim):j], j + len(delim)
+    if i < len(s) and s[i] in "{[":
+        close = "}" if s[i] == "{" else "]"
+        out_d: dict[str, Any] = {}
+        out_l: list[Any] = []
+        i = _skip_ws(s, i + 1)
+        while i < len(s) and s[i] != close:
+            if close == "}":
+                j = s.find(":", i)
+                if j < 0:
+                    raise ValueError(f"missing ':' in Gemma object {s!r}")
+                key = s[i:j].strip()
+                key = key[len(delim):-len(delim)] if key.startswith(delim) else key.strip('"')
+                out_d[key], i = _value(s, j + 1, delim)
+            else:
+                item, i = _value(s, i, delim)
+                out_l.append(item)
+            i = _skip_ws(s, i)
+            if i < len(s) and s[i] == ",":
+                i = _skip_ws(s, i + 1)
+        if i >= len(s):
+            raise ValueError(f"unterminated Gemma container in {s!r}")
+        return (out_d if close == "}" else out_l), i + 1
+    j = i
+    while j < len(s) and s[j] not in ",}]":
+        j += 1
+    ok, v = parse_literal(s[i:j].strip())
+    return (v if ok else s[i:j].strip()), j
+
+
+class GemmaBody(Body):
+    def __init__(self, name: str, delim: str, call_close: str) -> None:
+        self.delim, self.call_close = delim, call_close
+        self.pending: list[Event] = [CallStart(name)]
+        self.started = True
+        self.buf = ""
+        self.pos = 0
+        self.state = "open"  # open, entries, close
+        self.depth = 0
+        self.in_str = False
+        self.num = 0
+
+    def feed(self, text: str) -> tuple[list[Event], str | None]:
+        events, self.pending = self.pending, []
+        self.buf += text
+        d = self.delim
+        while self.pos < len(self.buf):
+            s, i = self.buf, self.pos
+            if self.state == "open":
+                if s[i] in " \t\r\n":
+                    self.pos += 1
+                    continue
+                if s[i] != "{":
+                    return events + [ArgsDelta("{}"), CallEnd()], self._rest(i)
+                self.state, self.pos = "entries", i + 1
+                self.buf, self.pos = s[i + 1:], 0
+                continue
+            if self.state == "close":
+                rest = self._rest(i)
+                if self.call_close and rest.lstrip().startswith(self.call_close):
+                    return events, rest.lstrip()[len(self.call_close):]
+                if self.call_close and self.call_close.startswith(rest.lstrip()):
+                    self.buf, self.pos = rest, 0
+                    return events, None
+                return events, rest
+            if self.in_str:
+                j = s.find(d, i)
+                if j < 0:
+                    self.pos = max(i, len(s) - len(d) + 1)
+                    return events, None
+                self.in_str, self.pos = False, j + len(d)
+                continue
+            if s.startswith(d, i):
+                self.in_str, self.pos = True, i + len(d)
+                continue
+            if d.startswith(s[i:]) and len(s) - i < len(d):
+                return events, None  # a delimiter may be arriving
+            ch = s[i]
+            self.pos += 1
+            if ch in "{[":
+                self.depth += 1
+            elif ch in "]" or (ch == "}" and self.depth > 0):
+                self.depth -= 1
+            elif (ch == "," or ch == "}") and self.depth == 0:
+                events += self._entry(s[:i])
+                self.buf, self.pos = s[i + 1:], 0
+                if ch == "}":
+                    events += [ArgsDelta("}" if self.num else "{}"), CallEnd()]
+                    self.state = "close"
+        return events, None
+
+    def _rest(self, i: int) -> str:
+        rest = self.buf[i:]
+        self.buf, self.pos = "", 0
+        return rest
+
+    def _entry(self, text: str) -> list[Event]:
+        key, colon, raw = text.partition(":")
+        if not colon or not key.strip():
+            return []
+        key = key.strip().strip('"')
+        try:
+            value = gemma_value(raw, self.delim)
+        except ValueError:
+            value = raw.strip()
+        self.num += 1
+        prefix = "{" if self.num == 1 else ", "
+        return [ArgsDelta(prefix + json.dumps(key, ensure_ascii=False) + ": "
+                          + json.dumps(value, ensure_ascii=False))]
+
+    def finish(self) -> list[Event]:
+        events, self.pending = self.pending, []
+        return events

@@ -1,0 +1,267 @@
+"""JSON bodies: a call object ``{"name", "arguments"}``, a list of them, or bare arguments.
+
+Argument text is forwarded raw, as the model writes it; only a call object that writes
+``arguments`` before ``name`` buffers it until the name is known.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .events import ArgsDelta, Body, CallEnd, CallStart, Event
+from .scan import ValueScanner
+
+NAME_KEYS = ("name", "tool_name", "function")
+ARGS_KEYS = ("arguments", "parameters", "args", "tool_input")
+ID_KEYS = ("id", "tool_call_id")
+_WS = " \t\r\n"
+
+
+class JsonArgsBody(Body):
+    """A bare JSON arguments value after a header that named the call."""
+
+    def __init__(self, name: str, call_id: str | None = None) -> None:
+        self.scanner = ValueScanner()
+        self.pending: list[Event] = [CallStart(name, call_id)]
+        self.started = True
+        self.any_args = False
+
+    def feed(self, text: str) -> tuple[list[Event], str | None]:
+        events, self.pending = self.pending, []
+        n = self.scanner.feed(text)
+        chunk = text[:n]
+        if not self.any_args:
+            chunk = chunk.lstrip(_WS)
+        if self.scanner.bad:
+            events += self._close()
+            return events, text[n:]
+        if chunk:
+            self.any_args = True
+            events.append(ArgsDelta(chunk))
+        if self.scanner.done:
+            return events + self._close(), text[n:]
+        return events, None
+
+    def _close(self) -> list[Event]:
+        return ([] if self.any_args else [ArgsDelta("{}")]) + [CallEnd()]
+
+    def finish(self) -> list[Event]:
+        self.scanner.close_scalar()
+        events, self.pending = self.pending, []
+        if self.scanner.done or not self.scanner.started:
+            events += self._close()
+        return events
+
+
+class JsonCallBody(Body):
+    """One object naming a call: ``{"name": ..., "arguments": {...}}`` (keys by family).
+
+    ``single_key`` reads Apertus' ``{"NAME": {args}}`` instead.
+    """
+
+    def __init__(self, single_key: bool = False, name_keys: tuple[str, ...] = NAME_KEYS,
+                 args_keys: tuple[str, ...] = ARGS_KEYS) -> None:
+        self.single_key = single_key
+        self.name_keys, self.args_keys = name_keys, args_keys
+        self.state = "open"  # open, key, colon, value, comma, done
+        self.key_buf = ""
+        self.key_scanner: ValueScanner | None = None
+        self.value_scanner: ValueScanner | None = None
+        self.role = ""  # what the value being read is: name, args, id, skip
+        self.name: str | None = None
+        self.call_id: str | None = None
+        self.args_buf: list[str] = []  # arguments read before the name
+        self.args_done = False
+        self.any_args = False
+        self.scratch = ""  # the raw text of a name/id value
+
+    def feed(self, text: str) -> tuple[list[Event], str | None]:
+        events: list[Event] = []
+        i, n = 0, len(text)
+        while i < n:
+            st = self.state
+            ch = text[i]
+            if st in ("open", "colon", "comma") or (st == "key" and self.key_scanner is None):
+                if ch in _WS:
+                    i += 1
+                    continue
+                if st == "open":
+                    if ch != "{":
+                        return self._fail(events, text[i:])
+                    self.state = "key"
+                elif st == "colon":
+                    if ch != ":":
+                        return self._fail(events, text[i:])
+                    self.state = "value"
+                    self.value_scanner = ValueScanner()
+                elif st == "comma":
+                    if ch == "}":
+                        self.state = "done"
+                        return events + self._close(), text[i + 1:]
+                    if ch != ",":
+                        return self._fail(events, text[i:])
+                    self.state = "key"
+                else:  # a key starts
+                    if ch == "}":
+                        self.state = "done"
+                        return events + self._close(), text[i + 1:]
+                    if ch != '"':
+                        return self._fail(events, text[i:])
+                    self.key_scanner = ValueScanner()
+                    self.key_buf = ""
+                    continue
+                i += 1
+                continue
+            if st == "key":
+                assert self.key_scanner is not None
+                k = self.key_scanner.feed(text[i:])
+                self.key_buf += text[i:i + k]
+                i += k
+                if self.key_scanner.done:
+                    self._start_value(json.loads(self.key_buf))
+                    self.key_scanner = None
+                    self.state = "colon"
+                continue
+            # st == "value"
+            assert self.value_scanner is not None
+            k = self.value_scanner.feed(text[i:])
+            events += self._value_text(text[i:i + k])
+            i += k
+            if self.value_scanner.bad:
+                return self._fail(events, text[i:])
+            if self.value_scanner.done:
+                events += self._end_value()
+                self.state = "comma"
+        return events, None
+
+    def _start_value(self, key: str) -> None:
+        if self.single_key and self.name is None:
+            self.name, self.role = key, "args"
+        elif not self.single_key and key in self.name_keys and self.name is None:
+            self.role = "name"
+        elif not self.single_key and key in self.args_keys and not self.args_done:
+            self.role = "args"
+        elif key in ID_KEYS:
+            self.role = "id"
+        else:
+            self.role = "skip"
+        self.scratch = ""
+
+    def _value_text(self, chunk: str) -> list[Event]:
+        if self.role in ("name", "id"):
+            self.scratch += chunk
+        elif self.role == "args":
+            if not self.any_args:
+                chunk = chunk.lstrip(_WS)
+            if chunk:
+                self.any_args = True
+                if self.started:
+                    return [ArgsDelta(chunk)]
+                self.args_buf.append(chunk)
+        return []
+
+    def _end_value(self) -> list[Event]:
+        role, self.role = self.role, ""
+        if role in ("name", "id"):
+            try:
+                value = json.loads(self.scratch)
+            except ValueError:
+                value = None
+            if isinstance(value, str) and role == "name":
+                self.name = value
+            elif isinstance(value, str):
+                self.call_id = value
+        elif role == "args":
+            self.args_done = True
+        if self.name is not None and not self.started and (self.args_done or role == "name"):
+            return self._start()
+        return []
+
+    def _start(self) -> list[Event]:
+        self.started = True
+        events: list[Event] = [CallStart(self.name or "", self.call_id)]
+        if self.args_buf:
+            events.append(ArgsDelta("".join(self.args_buf)))
+            self.args_buf = []
+        return events
+
+    def _close(self) -> list[Event]:
+        if not self.started:
+            if self.name is None:
+                self.failed = True
+                return []
+            events = self._start()
+        else:
+            events = []
+        if not self.any_args:
+            events.append(ArgsDelta("{}"))
+        return events + [CallEnd()]
+
+    def _fail(self, events: list[Event], rest: str) -> tuple[list[Event], str | None]:
+        if not self.started:
+            self.failed = True
+            return events, rest
+        return events + [CallEnd()], rest
+
+    def finish(self) -> list[Event]:
+        if not self.started:
+            self.failed = True
+        return []
+
+
+class JsonListBody(Body):
+    """``[call, call, ...]``: each element a call object read by ``item()``."""
+
+    def __init__(self, single_key: bool = False, name_keys: tuple[str, ...] = NAME_KEYS,
+                 args_keys: tuple[str, ...] = ARGS_KEYS) -> None:
+        self.kw = {"single_key": single_key, "name_keys": name_keys, "args_keys": args_keys}
+        self.state = "open"  # open, item_or_close, item, comma
+        self.item: JsonCallBody | None = None
+
+    def feed(self, text: str) -> tuple[list[Event], str | None]:
+        events: list[Event] = []
+        i, n = 0, len(text)
+        while i < n:
+            if self.state == "item":
+                assert self.item is not None
+                evs, rest = self.item.feed(text[i:])
+                events += evs
+                self.started = self.started or self.item.started
+                if rest is None:
+                    return events, None
+                if self.item.failed:
+                    return self._fail(events, rest)
+                self.state = "comma"
+                i = n - len(rest)
+                continue
+            ch = text[i]
+            i += 1
+            if ch in _WS:
+                continue
+            if self.state == "open":
+                if ch != "[":
+                    return self._fail(events, text[i - 1:])
+                self.state = "item_or_close"
+            elif ch == "]" and self.state in ("item_or_close", "comma"):
+                if not self.started:
+                    self.failed = True  # an empty list is not a call
+                return events, text[i:]
+            elif ch == "," and self.state == "comma":
+                self.state = "item_or_close"
+            elif ch == "{" and self.state == "item_or_close":
+                self.item = JsonCallBody(**self.kw)
+                self.state = "item"
+                i -= 1
+            else:
+                return self._fail(events, text[i - 1:])
+        return events, None
+
+    def _fail(self, events: list[Event], rest: str) -> tuple[list[Event], str | None]:
+        if not self.started:
+            self.failed = True
+        return events, rest
+
+    def finish(self) -> list[Event]:
+        if not self.started:
+            self.failed = True
+        return []

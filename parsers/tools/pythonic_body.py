@@ -1,0 +1,146 @@
+"""Pythonic call lists: ``[get_weather(city="Paris"), ping()]`` or newline-separated calls.
+
+Call and argument boundaries are found by a small bracket/string tracker; each complete keyword
+argument is then parsed with Python's ``ast`` (a literal, never evaluated) and streamed as one
+JSON member, so the arguments stream argument by argument.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from typing import Any
+
+from .events import ArgsDelta, Body, CallEnd, CallStart, Event
+from .scan import split_on_markers
+
+_JSON_NAMES = {"true": True, "false": False, "null": None}
+_IDENT = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+def literal_to_json(node: ast.AST) -> Any:
+    """A Python literal node (plus JSON's true/false/null) as a JSON-compatible value."""
+    if isinstance(node, ast.Name) and node.id in _JSON_NAMES:
+        return _JSON_NAMES[node.id]
+    if isinstance(node, ast.Dict):
+        return {str(literal_to_json(k)): literal_to_json(v)
+                for k, v in zip(node.keys, node.values) if k is not None}
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return [literal_to_json(e) for e in node.elts]
+    value = ast.literal_eval(node)
+    json.dumps(value)  # raises TypeError for bytes, complex, ...
+    return value
+
+
+class PythonicBody(Body):
+    def __init__(self, stops: tuple[str, ...] = ()) -> None:
+        self.stops = stops
+        self.state = "open"  # open, sep, name, args
+        self.bracketed = False
+        self.buf = ""
+        self.name = ""
+        self.arg: list[str] = []
+        self.stack: list[str] = []
+        self.quote = ""
+        self.escape = False
+        self.num_args = 0
+
+    def feed(self, text: str) -> tuple[list[Event], str | None]:
+        events: list[Event] = []
+        self.buf += text
+        i = 0
+        while i < len(self.buf):
+            ch = self.buf[i]
+            st = self.state
+            if st in ("open", "sep"):
+                if ch in " \t\r\n" or (st == "sep" and ch == ","):
+                    i += 1
+                    continue
+                if st == "open" and ch == "[" and not self.bracketed:
+                    self.bracketed = True
+                    i += 1
+                    continue
+                if st == "sep" and ch == "]" and self.bracketed:
+                    return events, self._take(i + 1)
+                if st == "sep" and not self.bracketed and self.stops:
+                    before, marker, held = split_on_markers(self.buf[i:], self.stops)
+                    if marker is not None and not before:
+                        return events, self._take(i)
+                    if held and not before:
+                        self.buf = self.buf[i:]
+                        return events, None
+                if ch.isalpha() or ch == "_":
+                    self.state, self.name = "name", ""
+                    continue
+                return self._stop(events, i)
+            if st == "name":
+                if ch in _IDENT:
+                    self.name += ch
+                    i += 1
+                    continue
+                if ch != "(":
+                    return self._stop(events, i)
+                self.started = True
+                events.append(CallStart(self.name))
+                self.state, self.arg, self.num_args, self.stack = "args", [], 0, []
+                i += 1
+                continue
+            i += 1
+            events += self._arg_char(ch)
+        self.buf = ""
+        return events, None
+
+    def _take(self, i: int) -> str:
+        rest, self.buf = self.buf[i:], ""
+        return rest
+
+    def _stop(self, events: list[Event], i: int) -> tuple[list[Event], str | None]:
+        if not self.started:
+            self.failed = True
+        return events, self._take(i)
+
+    def _arg_char(self, ch: str) -> list[Event]:
+        if self.quote:
+            self.arg.append(ch)
+            if self.escape:
+                self.escape = False
+            elif ch == "\\":
+                self.escape = True
+            elif ch == self.quote:
+                self.quote = ""
+            return []
+        if ch in "\"'":
+            self.quote = ch
+        elif ch in "([{":
+            self.stack.append(ch)
+        elif ch in ")]}" and self.stack:
+            self.stack.pop()
+        elif ch in ",)" and not self.stack:
+            events = self._end_arg()
+            if ch == ")":
+                events += [ArgsDelta("}" if self.num_args else "{}"), CallEnd()]
+                self.state = "sep"
+            return events
+        self.arg.append(ch)
+        return []
+
+    def _end_arg(self) -> list[Event]:
+        text, self.arg = "".join(self.arg).strip(), []
+        if not text:
+            return []
+        try:
+            call = ast.parse(f"_({text})", mode="eval").body
+            assert isinstance(call, ast.Call)
+            if not call.keywords or call.keywords[0].arg is None:
+                return []
+            key, value = call.keywords[0].arg, literal_to_json(call.keywords[0].value)
+        except (SyntaxError, ValueError, TypeError, RecursionError):
+            key, value = text.partition("=")[0].strip(), text.partition("=")[2].strip()
+        self.num_args += 1
+        prefix = "{" if self.num_args == 1 else ", "
+        return [ArgsDelta(prefix + json.dumps(key) + ": " + json.dumps(value, ensure_ascii=False))]
+
+    def finish(self) -> list[Event]:
+        if not self.started:
+            self.failed = True
+        return []

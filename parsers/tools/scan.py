@@ -1,0 +1,118 @@
+"""Incremental scanning helpers shared by every tool format.
+
+Nothing here rescans text it has already consumed: a caller keeps at most one marker's length of
+held-back text, so the work per delta is proportional to the delta.
+"""
+
+from __future__ import annotations
+
+
+def find_marker(buf: str, markers: tuple[str, ...]) -> tuple[int, str] | None:
+    """Earliest occurrence of any marker in ``buf`` (longest marker wins a tie)."""
+    best: tuple[int, str] | None = None
+    for m in markers:
+        i = buf.find(m)
+        if i >= 0 and (best is None or i < best[0] or (i == best[0] and len(m) > len(best[1]))):
+            best = (i, m)
+    return best
+
+
+def held_suffix(buf: str, markers: tuple[str, ...]) -> int:
+    """Length of the longest suffix of ``buf`` that is a proper prefix of some marker."""
+    longest = 0
+    for m in markers:
+        for n in range(min(len(m) - 1, len(buf)), longest, -1):
+            if buf.endswith(m[:n]):
+                longest = n
+                break
+    return longest
+
+
+def split_on_markers(buf: str, markers: tuple[str, ...]) -> tuple[str, str | None, str]:
+    """Split ``buf`` at its first marker: ``(before, marker, after)``.
+
+    With no complete marker, ``marker`` is None, ``before`` is the text that can no longer be part
+    of a marker and ``after`` is the held-back suffix that still could be.
+    """
+    hit = find_marker(buf, markers)
+    if hit is not None:
+        i, m = hit
+        return buf[:i], m, buf[i + len(m):]
+    n = held_suffix(buf, markers)
+    return buf[: len(buf) - n], None, buf[len(buf) - n:]
+
+
+class ValueScanner:
+    """Consumes one raw JSON value (any type) incrementally, without decoding it.
+
+    ``feed`` returns how many characters of the text belong to the value; ``done`` becomes True
+    once the value is complete. A bare scalar (number, true, ...) is complete only when the
+    character after it arrives, or at ``close_scalar`` (end of input).
+    """
+
+    __slots__ = ("depth_stack", "in_string", "escape", "done", "started", "scalar", "bad")
+
+    _SCALAR = set("0123456789+-.eEtruefalsnTRUEFALSN")
+
+    def __init__(self) -> None:
+        self.depth_stack: list[str] = []
+        self.in_string = False
+        self.escape = False
+        self.done = False
+        self.started = False
+        self.scalar = False
+        self.bad = False
+
+    def feed(self, text: str) -> int:
+        for i, ch in enumerate(text):
+            if self.done:
+                return i
+            if not self.started:
+                if ch in " \t\r\n":
+                    continue
+                self.started = True
+                if ch == "{" or ch == "[":
+                    self.depth_stack.append("}" if ch == "{" else "]")
+                elif ch == '"':
+                    self.in_string = True
+                elif ch in self._SCALAR:
+                    self.scalar = True
+                else:
+                    self.bad = True
+                    self.done = True
+                    return i
+                continue
+            if self.scalar:
+                if ch in self._SCALAR:
+                    continue
+                self.done = True
+                return i
+            if self.in_string:
+                if self.escape:
+                    self.escape = False
+                elif ch == "\\":
+                    self.escape = True
+                elif ch == '"':
+                    self.in_string = False
+                    if not self.depth_stack:
+                        self.done = True
+                        return i + 1
+                continue
+            if ch == '"':
+                self.in_string = True
+            elif ch == "{" or ch == "[":
+                self.depth_stack.append("}" if ch == "{" else "]")
+            elif ch == "}" or ch == "]":
+                if ch != self.depth_stack[-1]:
+                    self.bad = True
+                    self.done = True
+                    return i
+                self.depth_stack.pop()
+                if not self.depth_stack:
+                    self.done = True
+                    return i + 1
+        return len(text)
+
+    def close_scalar(self) -> None:
+        if self.scalar:
+            self.done = True

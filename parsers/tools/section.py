@@ -1,0 +1,229 @@
+"""The one reader of a tool region, driven by a ``Region`` (``spec.py``).
+
+States: ``region`` (between calls of a section), ``header`` (the call's name), ``pre_body``
+(an optional fence), ``body`` (a body reader from ``*_body.py``), ``after_body`` (closing
+literals, a separator or the region's end). Until the first call starts, the raw text is kept so
+a region that turns out not to be a call is given back as content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .convert import tool_parameters
+from .events import ArgsDelta, Body, CallEnd, CallStart, Event
+from .gemma_body import GemmaBody
+from .json_body import JsonArgsBody, JsonCallBody, JsonListBody
+from .pythonic_body import PythonicBody
+from .scan import split_on_markers
+from .spec import Region
+from .xml_body import XmlParamsBody, parse_attrs
+
+MAX_HEADER = 256
+KEPT_MARKERS = ("{", "[")
+_WS = " \t\r\n"
+
+
+class Content:
+    """Text the region gives back as content (a region that was not a call)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _kimi_name(header: str) -> str:
+    name = header.strip()
+    if name.startswith("functions."):
+        name = name[len("functions."):]
+    head, colon, idx = name.rpartition(":")
+    return head if colon and idx.strip().isdigit() else name
+
+
+class RegionReader:
+    def __init__(self, region: Region, marker: str, tools: Sequence[dict[str, Any]] | None):
+        self.r = region
+        self.tools = list(tools) if tools else None
+        self.raw: list[str] | None = [marker]  # None once a call has started
+        self.state = "region" if region.call_begin else "header" if region.header else "body"
+        self.buf = marker if marker in KEPT_MARKERS else ""  # "[" / "{" open the body itself
+        self.header = ""
+        self.body: Body | None = None
+        self.name = ""
+        self.call_id: str | None = None
+        self.open_call = False
+        if self.state == "body":
+            self.body = self._make_body(None)
+
+    # ---- driving ----
+    def feed(self, text: str) -> tuple[list[Event | Content], str | None]:
+        if self.raw is not None:
+            self.raw.append(text)
+        events: list[Event | Content] = []
+        self.buf += text
+        while True:
+            step = getattr(self, "_" + self.state)
+            evs, done = step()
+            events += self._track(evs)
+            if done is None:
+                return events, None
+            if done is False:
+                continue
+            return events, done
+
+    def finish(self) -> list[Event | Content]:
+        events: list[Event | Content] = []
+        if self.state == "body" and self.body is not None:
+            events += self._track(self.body.finish())
+            if self.body.failed or (self.raw is not None and not self.body.started):
+                return [Content("".join(self.raw or []))]
+        if self.raw is not None:
+            return [Content("".join(self.raw))]
+        return events
+
+    def _track(self, events: list[Event]) -> list[Event]:
+        for ev in events:
+            if isinstance(ev, CallStart):
+                self.raw, self.open_call = None, True
+            elif isinstance(ev, CallEnd):
+                self.open_call = False
+        return events
+
+    def _give_back(self, rest: str) -> tuple[list[Event], str]:
+        """The region was not a call: everything but ``rest`` becomes content."""
+        raw = "".join(self.raw or [])
+        consumed = raw[: len(raw) - len(rest)] if rest else raw
+        self.raw = None
+        return [Content(consumed)], rest  # type: ignore[list-item]
+
+    # ---- states: each returns (events, None=need more | False=continue | str=region over) ----
+    def _region(self) -> tuple[list[Event], str | bool | None]:
+        r = self.r
+        before, marker, self.buf = split_on_markers(self.buf, r.call_begin + r.call_end + r.end)
+        if marker is None:
+            return [], None
+        if marker in r.call_begin:
+            self.state, self.header = ("header" if r.header else "body"), ""
+            if self.state == "body":
+                self.body = self._make_body(None)
+            return [], False
+        if marker in r.end:
+            rest, self.buf = self.buf, ""
+            if self.raw is not None:
+                return self._give_back(rest)
+            return [], rest
+        return [], False
+
+    def _header(self) -> tuple[list[Event], str | bool | None]:
+        h = self.r.header
+        assert h is not None
+        if self.r.list_alt and not self.header and self.buf.lstrip(_WS)[:1] == "[":
+            self.state, self.body = "body", JsonListBody(self.r.single_key, self.r.name_keys,
+                                                         self.r.args_keys)
+            return [], False
+        before, marker, self.buf = split_on_markers(self.buf, h.name_end + h.name_stop + self.r.end)
+        self.header += before
+        if marker is None:
+            if len(self.header) > MAX_HEADER:
+                return self._give_back(self.buf)
+            return [], None
+        if marker in h.name_stop or (marker in self.r.end and marker not in h.name_end):
+            self.buf = marker + self.buf
+        text = self.header.strip()
+        for p in h.strip_prefixes:
+            if text.startswith(p):
+                text = text[len(p):].strip()
+                break
+        if h.attrs:
+            self.name, attrs = parse_attrs(text)
+            self.name = attrs.get("tool", self.name)
+        elif h.id_is_header:
+            self.call_id, self.name = text, _kimi_name(text)
+        else:
+            self.name, self.call_id = text.strip("\"'").strip(), None
+        if not self.name or len(self.name) > MAX_HEADER:
+            return self._give_back(self.buf)
+        self.state = "skip" if h.skip_to and marker != h.skip_to else "pre_body"
+        return [], False
+
+    def _skip(self) -> tuple[list[Event], str | bool | None]:
+        assert self.r.header is not None
+        before, marker, self.buf = split_on_markers(self.buf, (self.r.header.skip_to,))
+        if marker is None:
+            return [], None
+        self.state = "pre_body"
+        return [], False
+
+    def _pre_body(self) -> tuple[list[Event], str | bool | None]:
+        if self.r.fence:
+            s = self.buf.lstrip(_WS)
+            for fence in ("```json", "```"):
+                if s.startswith(fence):
+                    self.buf = s[len(fence):]
+                    break
+                if fence.startswith(s):
+                    return [], None  # could still become a fence
+        self.state, self.body = "body", self._make_body(self.name)
+        return [], False
+
+    def _body(self) -> tuple[list[Event], str | bool | None]:
+        assert self.body is not None
+        text, self.buf = self.buf, ""
+        events, rest = self.body.feed(text)
+        if rest is None:
+            return events, None
+        if self.body.failed:
+            return self._give_back(rest)
+        self.buf, self.state = rest, "after_body"
+        return events, False
+
+    def _after_body(self) -> tuple[list[Event], str | bool | None]:
+        r = self.r
+        s = self.buf.lstrip(_WS)
+        for lit in r.after_body:
+            if s.startswith(lit):
+                self.buf = s[len(lit):]
+                return [], False
+            if lit.startswith(s):
+                return [], None
+        if r.call_begin:
+            self.state = "region"
+            return [], False
+        if r.sep and s.startswith(r.sep):
+            self.buf, self.header = s[len(r.sep):], ""
+            self.state = "header" if r.header else "body"
+            if self.state == "body":
+                self.body = self._make_body(None)
+            return [], False
+        for end in r.end:
+            if s.startswith(end):
+                return [], s[len(end):]
+            if end.startswith(s):
+                return [], None
+        if r.sep and r.sep.startswith(s):
+            return [], None
+        rest, self.buf = self.buf, ""
+        return [], rest
+
+    def _make_body(self, name: str | None) -> Body:
+        r = self.r
+        stops = r.call_end + r.end + r.call_begin
+        if r.body == "json_call":
+            return JsonCallBody(r.single_key, r.name_keys, r.args_keys)
+        if r.body == "json_list":
+            return JsonListBody(r.single_key, r.name_keys, r.args_keys)
+        if r.body == "pythonic":
+            return PythonicBody(stops)
+        assert name is not None
+        if r.body == "json_args":
+            return JsonArgsBody(name, self.call_id)
+        if r.body == "gemma":
+            return GemmaBody(name, r.string_delim, r.call_close)
+        assert r.params is not None
+        return XmlParamsBody(name, self.call_id, r.params, tool_parameters(self.tools, name),
+                             r.call_close, stops)
+
+
+__all__ = ["RegionReader", "Content", "ArgsDelta", "CallEnd", "CallStart"]

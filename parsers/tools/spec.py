@@ -1,0 +1,87 @@
+"""A tool-call format as data: the regions that hold calls, the call header, the body syntax.
+
+A *region* opens at one of its ``begin`` markers (a start marker of the format). Inside it the
+calls are either written back to back (``call_begin`` markers, DeepSeek/Kimi/MiniMax sections) or
+the region is one body (Hermes' ``<tool_call>{...}</tool_call>``, a JSON list, a pythonic list).
+A *header* gives the name before the body where the body itself does not (``NAME{json}``,
+``<function=NAME>``, ``functions.NAME:0``). The same data drives the parser (``section.py``),
+the renderer the tests use (``render.py``) and the grammar (``grammar.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .xml_body import ParamSyntax
+
+BODY_KINDS = ("json_call", "json_list", "json_args", "xml", "pythonic", "gemma")
+
+
+@dataclass(frozen=True)
+class Header:
+    name_end: tuple[str, ...] = ()     # consumed after the name: ">", "<｜tool▁sep｜>", "\n"
+    name_stop: tuple[str, ...] = ()    # left for the body: "{", "<arg_key>"
+    strip_prefixes: tuple[str, ...] = ()  # dropped from the header text: "function<｜tool▁sep｜>"
+    skip_to: str = ""                  # after the name, skip up to and including this marker
+    id_is_header: bool = False         # Kimi: the header is the call id, "functions.NAME:IDX"
+    attrs: bool = False                # the header is attributes: '"NAME" index="0"'
+    render: str = "{name}"             # how the renderer writes the header (before name_end[0])
+
+
+@dataclass(frozen=True)
+class Region:
+    begin: tuple[str, ...]             # spellings of the start marker; the first is canonical
+    body: str                          # one of BODY_KINDS
+    end: tuple[str, ...] = ()          # region end (optional in the text: EOS may close it)
+    call_begin: tuple[str, ...] = ()   # calls inside a section start with this
+    call_end: tuple[str, ...] = ()
+    header: Header | None = None
+    params: ParamSyntax | None = None  # for body "xml"
+    call_close: str = ""               # consumed by an xml/gemma body: "</function>", "</invoke>"
+    after_body: tuple[str, ...] = ()   # optional literals after a body: "```", end-of-args tags
+    fence: bool = False                # an optional ```json fence before the body
+    sep: str = ""                      # between bodies in one region (Llama's ";")
+    single_key: bool = False           # {"NAME": {args}} objects (Apertus)
+    name_keys: tuple[str, ...] = ("name", "tool_name", "function")
+    args_keys: tuple[str, ...] = ("arguments", "parameters", "args", "tool_input")
+    list_alt: bool = False             # a JSON list may replace the header+body (pre-v11 Mistral)
+    string_delim: str = ""             # gemma body: the string delimiter
+    render_sep: str = ""               # what the renderer writes between calls of one region
+    render_args: str = "json"          # json | xml | pythonic | gemma (renderer and grammar)
+
+    def __post_init__(self) -> None:
+        if self.body not in BODY_KINDS:
+            raise ValueError(f"unknown body kind {self.body!r}; expected one of {BODY_KINDS}")
+        if self.body in ("json_args", "xml", "gemma") and self.header is None:
+            raise ValueError(f"body {self.body!r} needs a header to give the call's name")
+        if self.body == "xml" and self.params is None:
+            raise ValueError("body 'xml' needs params (a ParamSyntax)")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One ``--tool-call-parser`` name."""
+
+    name: str
+    regions: tuple[Region, ...]
+    models: str = ""
+    extra_markers: tuple[str, ...] = ()  # inner/end markers that may be special tokens
+    ends_reasoning: bool = True
+    grammar: str = "native"  # "native": structural tag in the format's syntax
+    notes: str = ""
+    aliases: tuple[str, ...] = field(default=())
+
+    def start_markers(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(m for r in self.regions for m in r.begin))
+
+    def region_for(self, marker: str) -> Region:
+        for r in self.regions:
+            if marker in r.begin:
+                return r
+        raise ValueError(f"{marker!r} is not a start marker of tool format {self.name!r}")
+
+    def special_markers(self) -> tuple[str, ...]:
+        out: list[str] = []
+        for r in self.regions:
+            out += [*r.begin, *r.end, *r.call_begin, *r.call_end]
+        return tuple(dict.fromkeys(m for m in (*out, *self.extra_markers) if len(m) > 1))

@@ -1,0 +1,55 @@
+"""``hf`` and ``beam``: the tool syntax is read from the model's own files.
+
+The chat template (and a ``response_template``/``response_schema`` in the tokenizer config, if
+present) is searched for the start markers of the known formats; the most specific match wins
+(longest marker). With nothing recognisable the format is Hermes-style ``<tool_call>`` JSON, the
+syntax most HF chat templates use.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from thinkgate.parsers.registry import register_tool_parser
+
+from .formats import TOOL_SPECS
+from .spec import ToolSpec
+from .tool_format import SpecToolFormat
+
+_DEFAULT = "qwen3_json"
+# A marker that only appears in templates as punctuation ("[", "{") says nothing.
+_MIN_MARKER = 6
+
+
+def template_text(tokenizer: Any) -> str:
+    parts: list[str] = []
+    for attr in ("chat_template", "response_template", "response_schema"):
+        value = getattr(tokenizer, attr, None)
+        if value:
+            parts.append(value if isinstance(value, str) else json.dumps(value))
+    init = getattr(tokenizer, "init_kwargs", None) or {}
+    for key in ("chat_template", "response_template", "response_schema"):
+        if init.get(key):
+            value = init[key]
+            parts.append(value if isinstance(value, str) else json.dumps(value))
+    return "\n".join(parts)
+
+
+def spec_from_template(text: str) -> ToolSpec:
+    """The known format whose longest start marker appears in ``text``."""
+    best: tuple[int, str] | None = None
+    for name, spec in TOOL_SPECS.items():
+        for marker in spec.start_markers():
+            if len(marker) >= _MIN_MARKER and marker in text:
+                if best is None or len(marker) > best[0]:
+                    best = (len(marker), name)
+    return TOOL_SPECS[best[1] if best else _DEFAULT]
+
+
+def from_model_files(tokenizer: Any) -> SpecToolFormat:
+    return SpecToolFormat(spec_from_template(template_text(tokenizer)))
+
+
+register_tool_parser("hf")(from_model_files)
+register_tool_parser("beam")(from_model_files)

@@ -1,0 +1,71 @@
+"""A ``ToolSpec`` plugged into the framework's interpreter (``thinkgate.parsers.types``)."""
+
+from __future__ import annotations
+
+from thinkgate.parsers.types import (
+    Content,
+    Event,
+    ToolArgs,
+    ToolContext,
+    ToolEnd,
+    ToolFormat,
+    ToolSection,
+    ToolStart,
+)
+
+from . import section
+from .events import ArgsDelta, CallEnd, CallStart
+from .repair import json_completion
+from .spec import ToolSpec
+
+
+class SpecSection(ToolSection):
+    """Adapts a ``RegionReader`` to the framework's events; repairs cut-off arguments."""
+
+    def __init__(self, spec: ToolSpec, marker: str, ctx: ToolContext) -> None:
+        self.reader = section.RegionReader(spec.region_for(marker), marker, ctx.tools)
+        self.args: list[str] | None = None  # argument text of the call still open
+
+    def feed(self, text: str) -> tuple[list[Event], str | None]:
+        events, rest = self.reader.feed(text)
+        return self._convert(events), rest
+
+    def finish(self) -> list[Event]:
+        out = self._convert(self.reader.finish())
+        if self.args is not None:
+            suffix = json_completion("".join(self.args))
+            if suffix:
+                out.append(ToolArgs(suffix))
+            self.args = None
+        return out
+
+    def _convert(self, events: list) -> list[Event]:
+        out: list[Event] = []
+        for ev in events:
+            if isinstance(ev, CallStart):
+                out.append(ToolStart(ev.name, ev.call_id))
+                self.args = []
+            elif isinstance(ev, ArgsDelta):
+                out.append(ToolArgs(ev.text))
+                if self.args is not None:
+                    self.args.append(ev.text)
+            elif isinstance(ev, CallEnd):
+                out.append(ToolEnd())
+                self.args = None
+            elif isinstance(ev, section.Content):
+                if ev.text:
+                    out.append(Content(ev.text))
+        return out
+
+
+class SpecToolFormat(ToolFormat):
+    """The tool format for one ``ToolSpec``."""
+
+    def __init__(self, spec: ToolSpec) -> None:
+        self.spec = spec
+        self.start_markers = spec.start_markers()
+        self.special_markers = spec.special_markers()
+        self.ends_reasoning = spec.ends_reasoning
+
+    def open_section(self, marker: str, ctx: ToolContext) -> ToolSection:
+        return SpecSection(self.spec, marker, ctx)

@@ -1,0 +1,192 @@
+"""XML-ish parameter bodies: ``<parameter=K>V</parameter>``, ``<parameter name="K">``, DSML,
+``<arg_key>K</arg_key><arg_value>V</arg_value>``, XTML ``argument`` elements.
+
+Values are raw text; they become JSON by the tool's schema (``convert.py``). A value whose
+schema is a string (or unknown) streams as it is written, JSON-escaped; any other value is
+converted when its closing tag arrives.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from .convert import convert_value, is_string_schema, parse_literal, property_schema
+from .events import ArgsDelta, Body, CallEnd, CallStart, Event
+from .scan import split_on_markers
+
+
+@dataclass(frozen=True)
+class ParamSyntax:
+    open: str                  # starts a parameter, the key follows: "<parameter="
+    key_close: str             # ends the key (and its attributes): ">"
+    close: str                 # ends the value: "</parameter>"
+    value_open: str = ""       # a tag between key and value: "<arg_value"
+    value_open_close: str = ""  # closes value_open when it may carry attributes: ">"
+    trim_newline: bool = True  # one leading and one trailing "\n" are framing, not value
+    stream_strings: bool = True
+    cdata: bool = False        # values may be wrapped in <![CDATA[...]]>
+    close_tail: str = ""       # the close is a prefix ending here: "]<]minimax[>[</" ... ">"
+
+
+def parse_attrs(text: str) -> tuple[str, dict[str, str]]:
+    """``"K" string="true"`` or ``K`` -> ("K", {"string": "true"})."""
+    text = text.strip()
+    key, attrs, i, n = "", {}, 0, len(text)
+    tokens: list[str] = []
+    while i < n:
+        while i < n and text[i] in " \t\r\n":
+            i += 1
+        j = i
+        quote = ""
+        while j < n and (quote or text[j] not in " \t\r\n"):
+            if text[j] in "\"'" and (not quote or quote == text[j]):
+                quote = "" if quote else text[j]
+            j += 1
+        if j > i:
+            tokens.append(text[i:j])
+        i = j
+    for k, tok in enumerate(tokens):
+        if "=" in tok and tok[:1] not in "\"'":
+            name, _, value = tok.partition("=")
+            attrs[name] = value.strip("\"'")
+        elif k == 0:
+            key = tok.strip("\"'")
+    if not key:
+        key = attrs.pop("name", attrs.pop("key", ""))
+    return key, attrs
+
+
+class XmlParamsBody(Body):
+    """Parameters of one call whose name a header already gave."""
+
+    def __init__(self, name: str, call_id: str | None, syntax: ParamSyntax,
+                 params_schema: dict | None, call_close: str, stops: tuple[str, ...]) -> None:
+        self.pending: list[Event] = [CallStart(name, call_id)]
+        self.syn = syntax
+        self.schema = params_schema
+        self.call_close = call_close
+        self.stops = stops
+        self.started = True
+        self.state = "between"  # between, key, pre_value, value
+        self.buf = ""
+        self.key_text = ""
+        self.key = ""
+        self.attrs: dict[str, str] = {}
+        self.streaming = False
+        self.value: list[str] = []
+        self.value_started = False
+        self.held_newline = False
+        self.num_params = 0
+
+    def feed(self, text: str) -> tuple[list[Event], str | None]:
+        events, self.pending = self.pending, []
+        self.buf += text
+        while True:
+            if self.state == "between":
+                ends = ((self.call_close,) if self.call_close else ()) + self.stops
+                before, marker, self.buf = split_on_markers(self.buf, (self.syn.open,) + ends)
+                if marker is None:
+                    return events, None
+                if marker == self.syn.open:
+                    self.state, self.key_text = "key", ""
+                    continue
+                rest = self.buf if marker == self.call_close else marker + self.buf
+                self.buf = ""
+                return events + self._close(), rest
+            if self.state == "key":
+                before, marker, self.buf = split_on_markers(self.buf, (self.syn.key_close,))
+                self.key_text += before
+                if marker is None:
+                    return events, None
+                self.key, self.attrs = parse_attrs(self.key_text)
+                self.state = "pre_value" if self.syn.value_open else "value"
+                if self.state == "value":
+                    events += self._begin_value()
+                continue
+            if self.state == "close_tail":
+                before, marker, self.buf = split_on_markers(self.buf, (self.syn.close_tail,))
+                if marker is None:
+                    return events, None
+                self.state = "between"
+                continue
+            if self.state in ("pre_value", "value_attrs"):
+                tag = self.syn.value_open if self.state == "pre_value" else self.syn.value_open_close
+                before, marker, self.buf = split_on_markers(self.buf, (tag,))
+                if marker is None:
+                    return events, None
+                if self.state == "pre_value" and self.syn.value_open_close:
+                    self.state = "value_attrs"
+                    continue
+                self.state = "value"
+                events += self._begin_value()
+                continue
+            before, marker, self.buf = split_on_markers(self.buf, (self.syn.close,))
+            events += self._value_text(before)
+            if marker is None:
+                return events, None
+            events += self._end_value()
+            self.state = "close_tail" if self.syn.close_tail else "between"
+
+    def _begin_value(self) -> list[Event]:
+        attr_type = self.attrs.get("string", self.attrs.get("type", ""))
+        prop = property_schema(self.schema, self.key)
+        if attr_type in ("false", "json"):
+            self.streaming = False
+        elif attr_type in ("true", "string"):
+            self.streaming = self.syn.stream_strings and not self.syn.cdata
+        else:
+            self.streaming = (self.syn.stream_strings and not self.syn.cdata
+                              and is_string_schema(prop))
+        self.value, self.value_started, self.held_newline = [], False, False
+        if not self.streaming:
+            return []
+        return [ArgsDelta(self._key_prefix() + '"')]
+
+    def _key_prefix(self) -> str:
+        self.num_params += 1
+        return ("{" if self.num_params == 1 else ", ") + json.dumps(self.key, ensure_ascii=False) + ": "
+
+    def _value_text(self, chunk: str) -> list[Event]:
+        if not chunk:
+            return []
+        if not self.streaming:
+            self.value.append(chunk)
+            return []
+        if not self.value_started:
+            self.value_started = True
+            if self.syn.trim_newline and chunk.startswith("\n"):
+                chunk = chunk[1:]
+        out = "\n" if self.held_newline else ""
+        self.held_newline = False
+        if self.syn.trim_newline and chunk.endswith("\n"):
+            chunk, self.held_newline = chunk[:-1], True
+        out += chunk
+        return [ArgsDelta(json.dumps(out, ensure_ascii=False)[1:-1])] if out else []
+
+    def _end_value(self) -> list[Event]:
+        if self.streaming:
+            self.streaming = False
+            return [ArgsDelta('"')]
+        raw = "".join(self.value)
+        if self.syn.trim_newline:
+            raw = raw[1:] if raw.startswith("\n") else raw
+            raw = raw[:-1] if raw.endswith("\n") else raw
+        if self.syn.cdata and raw.strip().startswith("<![CDATA[") and raw.strip().endswith("]]>"):
+            raw = raw.strip()[9:-3]
+        attr_type = self.attrs.get("string", self.attrs.get("type", ""))
+        if attr_type in ("false", "json"):
+            ok, value = parse_literal(raw)
+            value = value if ok else raw
+        elif attr_type in ("true", "string"):
+            value = raw
+        else:
+            value = convert_value(raw, property_schema(self.schema, self.key))
+        return [ArgsDelta(self._key_prefix() + json.dumps(value, ensure_ascii=False))]
+
+    def _close(self) -> list[Event]:
+        return [ArgsDelta("}" if self.num_params else "{}"), CallEnd()]
+
+    def finish(self) -> list[Event]:
+        events, self.pending = self.pending, []
+        return events
