@@ -114,6 +114,8 @@ class StreamParser:
         self._buf = ""
         self._section: ToolSection | None = None
         self._strip_lead = False
+        self._seg_empty = True
+        self._last_was_marker = False
         self._pending_ws = ""
         self._head: str | None = "" if self._state == REASONING and fmt.reasoning_head else None
         self._prefix = fmt.content_prefix if fmt is not None else ""
@@ -147,9 +149,9 @@ class StreamParser:
             self._events(self._section.finish())
             self._section = None
         self._flush_head()
-        if self._pending_ws:
+        if self._pending_ws and not self._last_was_marker:
             self._emit(self._seg_kind(), self._pending_ws)
-            self._pending_ws = ""
+        self._pending_ws = ""
         if self._force and not self._content_seen and self._num_calls == 0:
             text = "".join(self._reasoning_parts).strip()
             if text:
@@ -186,6 +188,12 @@ class StreamParser:
 
     def _act(self, role: str, marker: str, start: int, end: int) -> int:
         """Apply a marker's role; return where scanning resumes."""
+        self._last_was_marker = True
+        if role == "drop":
+            # The text either side joins up: `a</think> b` -> `a b`, one run of whitespace kept.
+            # At the start of a segment it is an opening (`<think>\n..`): strip like a boundary.
+            self._strip_lead = self._strip_lead or bool(self._pending_ws) or self._seg_empty
+            return end
         self._boundary()
         if role == "end":
             self._state = CONTENT
@@ -205,6 +213,7 @@ class StreamParser:
         self._flush_head()
         self._pending_ws = ""
         self._strip_lead = True
+        self._seg_empty = True
 
     # ---- text of the current segment ----
     def _seg_kind(self) -> str:
@@ -220,6 +229,7 @@ class StreamParser:
             if not text:
                 return
             self._strip_lead = False
+        self._last_was_marker = False
         if kind == REASONING and self._head is not None:
             text = self._head + text
             for head in self._p.reasoning.reasoning_head:
@@ -246,6 +256,7 @@ class StreamParser:
 
     # ---- output ----
     def _emit(self, kind: str, text: str) -> None:
+        self._seg_empty = False
         if kind == CONTENT:
             if self._prefix:
                 text, self._prefix = self._prefix + text, ""

@@ -1,0 +1,59 @@
+"""Families whose output starts as content and an explicit marker opens thinking.
+
+Each is data: its own markers, what wraps the answer, what ends thinking implicitly.
+"""
+
+from __future__ import annotations
+
+from thinkgate.parsers.markers import tag_marker
+from thinkgate.parsers.reasoning_format import ReasoningFormat, effort_switch, kwarg_switch
+from thinkgate.parsers.registry import register_reasoning_parser
+
+
+def tagged(name: str, start: tuple[str, ...], end: tuple[str, ...], **kw: object) -> None:
+    kw.setdefault("content_drop", end)
+    register_reasoning_parser(name)(
+        ReasoningFormat(name=name, start=start, end=end, prefilled=False, **kw))
+
+
+tagged("hunyuan_a13b", ("<think>",), ("</think>",),
+       content_drop=("</think>", "<answer>", "</answer>"),
+       description="Hunyuan-A13B: `<think>..</think>` then `<answer>..</answer>`")
+for _hy in ("hy_v3", "hy_v4"):
+    # Tags may carry a `:suffix` (`<think:high>`), matched as pattern markers.
+    tagged(_hy, ("<think>",), ("</think>",),
+           patterns=(tag_marker("think"), tag_marker("think", closing=True)),
+           pattern_roles=("start", "end"), switch=effort_switch(("none", "no_think")),
+           implicit_end=("<tool_calls>",),
+           description="Hunyuan 3/4: `<think>` tags with optional `:type` suffixes")
+tagged("granite", ("Here's my thought process:", "Here is my thought process:"),
+       ("Here's my response:", "Here is my response:"),
+       description="Granite 3.2: phrase markers, not tokens")
+tagged("gemma4", ("<|channel>",), ("<channel|>",), reasoning_head=("thought",),
+       implicit_end=("<|tool_call>",),
+       description="Gemma 4: `<|channel>thought\\n..<channel|>`; `thought` is dropped")
+tagged("mistral", ("[THINK]", "<think>"), ("[/THINK]", "</think>"),
+       implicit_end=("[TOOL_CALLS]",),
+       description="Mistral/Magistral: `[THINK]` special tokens (v13+) or `<think>` text (v11)")
+for _cohere in ("cohere_command3", "cohere_command4"):
+    tagged(_cohere, ("<|START_THINKING|>",), ("<|END_THINKING|>",),
+           content_drop=("<|END_THINKING|>", "<|START_RESPONSE|>", "<|END_RESPONSE|>"),
+           implicit_end=("<|START_ACTION|>",),
+           description="Cohere Command A/R: answer inside `<|START_RESPONSE|>`")
+tagged("kimi_k3", ("<|open|>think<|sep|>",), ("<|close|>think<|sep|>",),
+       content_drop=("<|close|>think<|sep|>", "<|open|>response<|sep|>",
+                     "<|close|>response<|sep|>"),
+       implicit_end=("<|open|>tools<|sep|>",),
+       description="Kimi K3: XTML `think` and `response` elements")
+tagged("inkling", ("<|content_thinking|>",), ("<|end_message|>",),
+       content_drop=("<|end_message|>", "<|message_model|>", "<|content_text|>"),
+       implicit_end=("<|content_invoke_tool_json|>", "<|content_invoke_tool_text|>"),
+       description="Inkling: `<|content_thinking|>` part of a model message")
+
+_K2H = ("", "_fast", "_faster")
+register_reasoning_parser("k2_horizon")(ReasoningFormat(
+    name="k2_horizon", start=tuple(f"<ifm|think{s}>" for s in _K2H),
+    end=tuple(f"</ifm|think{s}>" for s in _K2H),
+    content_drop=tuple(f"</ifm|think{s}>" for s in _K2H),
+    switch=kwarg_switch("enable_thinking", default=True), implicit_end=("<ifm|tool_calls>",),
+    description="K2-Horizon: `<ifm|think>` (or `_fast`/`_faster` by reasoning_effort)"))
