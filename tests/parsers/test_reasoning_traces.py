@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from parser_harness import check_case, load_cases
-from thinkgate.parsers import list_parsers
+from thinkgate.parsers.reasoning import REASONING_MODULES
 
 CASES = list(load_cases("reasoning"))
 
@@ -19,6 +18,6 @@ def test_trace(settings: dict[str, Any], case: dict[str, Any]) -> None:
 
 def test_every_reasoning_parser_has_traces() -> None:
     covered = {settings["reasoning_parser"] for _, settings, _ in CASES}
-    missing = set(list_parsers()["reasoning"]) - covered
+    missing = set(REASONING_MODULES) - covered
     assert not missing, f"reasoning parsers without traces: {sorted(missing)}"
-    assert len(list_parsers()["reasoning"]) == 42
+    assert len(REASONING_MODULES) == 42

@@ -1,0 +1,175 @@
+"""The framework: registry, plugins, qwen3+hermes end to end, token ids, engine helpers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fake_tokenizer import CharTokenizer
+from parser_harness import check_delta_shape, split
+from thinkgate.parsers import (
+    collect,
+    get_parser,
+    get_reasoning_format,
+    list_parsers,
+    load_plugin,
+)
+from thinkgate.parsers.markers import MarkerSet
+from thinkgate.parsers.reasoning import REASONING_MODULES
+
+QWEN = "<think>\nNeed weather.\n</think>\n\n<tool_call>\n" \
+       '{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}\n</tool_call>'
+
+
+def run(parser, text: str, how: str = "1", **kw) -> list[dict]:
+    s = parser.stream(**kw)
+    out = []
+    for chunk in split(text, how):
+        out += s.feed(chunk)
+    return out + s.finish()
+
+
+def test_every_name_resolves() -> None:
+    names = list_parsers()
+    assert len(REASONING_MODULES) == 42 and set(REASONING_MODULES) <= set(names["reasoning"])
+    tok = CharTokenizer(["<think>", "</think>"])
+    for name in names["reasoning"]:
+        assert get_parser(reasoning_parser=name, tokenizer=tok).reasoning is not None
+    for name in names["tool"]:
+        assert get_parser(tool_parser=name, tokenizer=tok).tool is not None
+
+
+@pytest.mark.parametrize("kind", ["tool_parser", "reasoning_parser"])
+def test_unknown_name_lists_known(kind: str) -> None:
+    with pytest.raises(ValueError, match=r"unknown .* 'nope'; known: .*hermes|qwen3"):
+        get_parser(**{kind: "nope"})
+
+
+def test_hf_needs_a_tokenizer() -> None:
+    with pytest.raises(ValueError, match="'hf'.*tokenizer"):
+        get_parser(reasoning_parser="hf")
+
+
+def test_plugin_registers_new_names(tmp_path) -> None:
+    plugin = tmp_path / "my_plugin.py"
+    plugin.write_text(
+        "from thinkgate.parsers import ReasoningFormat, register_reasoning_parser\n"
+        "from thinkgate.parsers.tools.hermes import Hermes\n"
+        "from thinkgate.parsers import register_tool_parser\n"
+        "register_reasoning_parser('my_reason')(ReasoningFormat('my_reason', start=('<r>',),"
+        " end=('</r>',), prefilled=False))\n"
+        "register_tool_parser('my_tools')(Hermes)\n")
+    assert load_plugin(plugin) == ["reasoning:my_reason", "tool:my_tools"]
+    assert "my_reason" in list_parsers()["reasoning"]
+    m = get_parser("my_tools", "my_reason").parse("<r>x</r>y")
+    assert (m.reasoning, m.content) == ("x", "y")
+    with pytest.raises(ValueError, match="not a file"):
+        load_plugin(tmp_path / "missing.py")
+
+
+@pytest.mark.parametrize("how", ["1", "2", "3", "7", "rand0", "rand5"])
+def test_qwen3_hermes_end_to_end(how: str) -> None:
+    p = get_parser(tool_parser="hermes", reasoning_parser="qwen3")
+    deltas = run(p, QWEN, how)
+    check_delta_shape(deltas)
+    m = collect(deltas)
+    assert m.reasoning == "Need weather." and m.content is None
+    assert [(c.name, json.loads(c.arguments)) for c in m.tool_calls] == [
+        ("get_weather", {"city": "Paris", "unit": "c"})]
+    assert m.tool_calls[0].id.startswith("chatcmpl-tool-") and len(m.tool_calls[0].id) == 30
+
+
+def test_hermes_parallel_calls_content_and_finish_state() -> None:
+    p = get_parser(tool_parser="hermes", reasoning_parser="qwen3")
+    text = ("r</think>Sure.\n<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>\n"
+            "<tool_call>{\"name\": \"b\", \"parameters\": {\"x\": [1, \"</tool\"]}}</tool_call>")
+    s = p.stream()
+    deltas = s.feed(text) + s.finish()
+    check_delta_shape(deltas)
+    m = collect(deltas)
+    assert m.content == "Sure."
+    assert [c.name for c in m.tool_calls] == ["a", "b"]
+    assert json.loads(m.tool_calls[1].arguments) == {"x": [1, "</tool"]}
+    assert s.num_completed_calls == 2
+
+
+def test_hermes_malformed_and_truncated() -> None:
+    p = get_parser(tool_parser="hermes")
+    bad = "<tool_call>{not json}</tool_call>"
+    assert p.parse(bad).content == bad and p.parse(bad).tool_calls == []
+    unclosed = '<tool_call>{"name": "f", "arguments": {"a": 1}}'
+    assert [c.name for c in p.parse(unclosed).tool_calls] == ["f"]
+    cut = '<tool_call>{"name": "f", "argu'
+    m = p.parse(cut)
+    assert m.content == cut and m.tool_calls == []
+
+
+def test_tool_start_ends_reasoning_implicitly() -> None:
+    p = get_parser(tool_parser="hermes", reasoning_parser="deepseek_r1")
+    m = p.parse('thinking <tool_call>{"name": "f", "arguments": {}}</tool_call> after')
+    assert (m.reasoning, m.content, m.tool_calls[0].name) == ("thinking", "after", "f")
+
+
+def test_marker_prefix_of_longer_marker_waits() -> None:
+    short, long = "<|start|>assistant", "<|start|>assistant to=self<|message|>"
+    ms = MarkerSet([short, long])
+    assert ms.next_marker("x" + short) is None
+    assert ms.holdback("x" + short) == len(short)
+    assert ms.next_marker("x" + short, final=True) == (1, 1 + len(short), short)
+    assert ms.next_marker("x" + short + "\n") == (1, 1 + len(short), short)
+    assert ms.next_marker("x" + long) == (1, 1 + len(long), long)
+    assert ms.holdback("abc<|sta") == 5 and ms.holdback("abc") == 0
+
+
+def test_held_text_stays_bounded() -> None:
+    p = get_parser(tool_parser="hermes", reasoning_parser="qwen3")
+    s = p.stream()
+    for _ in range(2000):
+        s.feed("word <thin")
+        s.feed("king> ")
+        assert len(s._buf) <= len("<tool_call>")
+
+
+def test_skipped_special_tokens_are_restored_from_ids() -> None:
+    tok = CharTokenizer(["[THINK]", "[/THINK]", "[TOOL_CALLS]"])
+    p = get_parser(reasoning_parser="mistral", tokenizer=tok)
+    text = "[THINK]Add.[/THINK]Four"
+    s = p.stream()
+    deltas = []
+    for tid in tok.encode(text):  # one token per delta, specials decoded as ""
+        deltas += s.feed(tok.decode([tid], skip_special_tokens=True), token_ids=[tid])
+    m = collect(deltas + s.finish())
+    assert (m.reasoning, m.content) == ("Add.", "Four")
+    ids = tok.encode(text)  # one delta holding everything, specials skipped
+    m2 = p.parse(tok.decode(ids, skip_special_tokens=True), token_ids=ids)
+    assert (m2.reasoning, m2.content) == ("Add.", "Four")
+
+
+def test_engine_helpers() -> None:
+    tok = CharTokenizer(["<think>", "</think>", "<|im_start|>", "<|im_end|>"])
+    fmt = get_reasoning_format("qwen3")
+    assert fmt.end_token_ids(tok) == [2] and fmt.start_token_ids(tok) == [1]
+    on = tok.encode("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+    off = tok.encode("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    history = tok.encode("<|im_start|>assistant\n<think>x</think>y<|im_end|><|im_start|>assistant\n")
+    assert not fmt.is_reasoning_end(on, tok)
+    assert fmt.is_reasoning_end(off, tok)
+    assert not fmt.is_reasoning_end(history, tok)
+    assert fmt.is_reasoning_end(on, tok, {"enable_thinking": False})
+    out = tok.encode("<think>abc</think>de")
+    assert fmt.count_reasoning_tokens(out, tok) == 3
+    assert fmt.count_reasoning_tokens(tok.encode("abcd"), tok) == 4
+    assert fmt.count_reasoning_tokens(out, tok, {"enable_thinking": False}) == 0
+    text_tok = CharTokenizer(["<x>"])
+    assert fmt.end_token_ids(text_tok) == [1000 + ord(c) for c in "</think>"]
+    p = get_parser(reasoning_parser="qwen3", tokenizer=tok)
+    s = p.stream(prompt_token_ids=off)
+    assert not s.in_reasoning
+    assert collect(s.feed("Hi") + s.finish()).content == "Hi"
+
+
+def test_feed_after_finish_is_an_error() -> None:
+    s = get_parser(reasoning_parser="qwen3").stream()
+    s.finish()
+    with pytest.raises(ValueError, match="after finish"):
+        s.feed("x")
