@@ -1,0 +1,127 @@
+"""What a chat request's `tools`, `tool_choice` and `response_format` ask the grammar for.
+
+`chat_constraint(...)` returns the `StructuredOutputsParams` (or None) the chat layer puts into
+the request's `SamplingParams`:
+
+| tool_choice / tools       | response_format        | constraint                                   |
+|---------------------------|------------------------|----------------------------------------------|
+| none, or no tools         | text / absent          | none                                         |
+| none, or no tools         | json_object/json_schema| the JSON object / schema                     |
+| auto                      | text / absent          | none, or (some tool `strict`) free text whose calls follow their schemas |
+| auto                      | json_object/json_schema| one or more valid calls, or the JSON answer  |
+| required                  | any                    | one or more valid calls of the given tools   |
+| named                     | any                    | exactly one valid call of that tool          |
+
+Tool calls are written in the tool parser's own syntax; the grammar comes from the tool format
+(`thinkgate.parsers.tools.grammar`) so parser and grammar cannot drift. The constraint applies to
+the answer: the reasoning gate leaves thinking free.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import xgrammar as xgr
+from thinkgate.engine.sampling_params import StructuredOutputsParams
+
+ToolChoice = str | Mapping[str, Any] | None
+
+
+def tool_function(tool: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The `function` part of an OpenAI tool (accepts the bare function form too)."""
+    fn = tool.get("function", tool) if isinstance(tool, Mapping) else None
+    if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn["name"]:
+        raise ValueError(f"each tool needs a function with a name, got {tool!r}")
+    return fn
+
+
+def tool_parameters(tool: Mapping[str, Any]) -> dict[str, Any]:
+    params = tool_function(tool).get("parameters")
+    return dict(params) if isinstance(params, Mapping) else {"type": "object"}
+
+
+def normalize_tool_choice(tool_choice: ToolChoice, tools: Sequence[Mapping[str, Any]] | None
+                          ) -> str:
+    """'none' | 'auto' | 'required' | the named function; ValueError naming a bad choice."""
+    if tools is not None and len(tools) == 0:
+        raise ValueError("tools must be a non-empty list or omitted, got []")
+    names = [tool_function(t)["name"] for t in tools or ()]
+    if tool_choice is None:
+        return "auto" if names else "none"
+    if isinstance(tool_choice, str):
+        if tool_choice not in ("none", "auto", "required"):
+            raise ValueError(f"tool_choice must be 'none', 'auto', 'required' or a named "
+                             f"function, got {tool_choice!r}")
+        if tool_choice == "required" and not names:
+            raise ValueError("tool_choice 'required' needs tools")
+        return tool_choice if names else "none"
+    fn = tool_choice.get("function") if isinstance(tool_choice, Mapping) else None
+    name = fn.get("name") if isinstance(fn, Mapping) else None
+    if not isinstance(name, str):
+        raise ValueError(f"a named tool_choice is {{'type': 'function', 'function': "
+                         f"{{'name': ...}}}}, got {tool_choice!r}")
+    if name not in names:
+        raise ValueError(f"tool_choice names {name!r}, which is not in tools ({names})")
+    return name
+
+
+def response_format_schema(response_format: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The JSON schema a response_format asks for: None for text, {'type': 'object'} for
+    json_object; ValueError for anything else."""
+    if response_format is None:
+        return None
+    kind = response_format.get("type") if isinstance(response_format, Mapping) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind == "json_schema":
+        spec = response_format.get("json_schema")
+        schema = spec.get("schema", spec.get("json_schema")) if isinstance(spec, Mapping) else None
+        if isinstance(schema, str):
+            schema = json.loads(schema)
+        if not isinstance(schema, Mapping):
+            raise ValueError(f"response_format json_schema needs json_schema.schema (an object), "
+                             f"got {spec!r}")
+        return dict(schema)
+    raise ValueError(f"response_format.type must be 'text', 'json_object' or 'json_schema', "
+                     f"got {kind!r}")
+
+
+def chat_constraint(tool_parser: str | None, tools: Sequence[Mapping[str, Any]] | None,
+                    tool_choice: str, response_format: Mapping[str, Any] | None,
+                    tokenizer: Any = None) -> StructuredOutputsParams | None:
+    """The request's constraint (table in the module docstring); `tool_choice` normalized."""
+    schema = response_format_schema(response_format)
+    if tool_choice == "none" or not tools:
+        if schema is None:
+            return None
+        if schema == {"type": "object"}:
+            return StructuredOutputsParams(json_object=True)
+        return StructuredOutputsParams(json=schema)
+    if tool_parser is None:
+        if tool_choice == "auto" and schema is None:
+            return None
+        raise ValueError(f"tool_choice {tool_choice!r} needs a tool-call parser "
+                         "(LLM(tool_call_parser=...) / --tool-call-parser)")
+    if tool_choice == "auto":
+        if schema is not None:
+            calls = tool_calls_tag(tool_parser, tools, "required", tokenizer)
+            answer = xgr.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False)
+            union = xgr.Grammar.union(xgr.Grammar.from_structural_tag(json.dumps(calls)), answer)
+            return StructuredOutputsParams(grammar=str(union))
+        if not any(tool_function(t).get("strict") for t in tools):
+            return None
+    return StructuredOutputsParams(
+        structural_tag=tool_calls_tag(tool_parser, tools, tool_choice, tokenizer))
+
+
+def tool_calls_tag(tool_parser: str, tools: Sequence[Mapping[str, Any]], mode: str,
+                   tokenizer: Any = None) -> dict[str, Any]:
+    """The structural tag for calls in the tool format's syntax: mode 'required', 'auto'
+    (strict: free text, calls triggered by the start marker) or a tool name."""
+    from thinkgate.parsers.tools import grammar as tool_grammar
+
+    return tool_grammar.tool_call_structural_tag(tool_parser, list(tools), mode, tokenizer)

@@ -1,0 +1,105 @@
+"""The engine's constrained-decoding hook: grammars (xgrammar) behind a reasoning gate.
+
+`ConstrainedDecoding` implements `StructuredOutputHook` (engine/structured_output.py):
+
+- add_request: compiles the request's constraint (a bad one raises `ValueError`, so only that
+  request is rejected) and, with a reasoning parser, opens the row's `ReasoningGate`: thinking,
+  or answering when the prompt already closed thinking (`enable_thinking: false`).
+- start_fill / finish_fill: the batch bitmask, filled on a worker thread while the forward runs.
+  Rows still thinking are all-allowed (unless `enable_in_reasoning`); a row whose thinking
+  budget is spent may sample only the next id of the end marker.
+- accept: feeds each sampled id to the gate and, once answering, to the matcher; a matcher that
+  rejects an id ends that request ("abort", with the error as stop_reason); a terminated
+  grammar ends it with "stop".
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+from thinkgate.engine.grammar import Grammar, RequestGrammar
+from thinkgate.engine.reasoning_gate import ReasoningGate
+from thinkgate.engine.sequence import Sequence
+from thinkgate.engine.structured_output import StructuredOutputHook
+
+logger = logging.getLogger(__name__)
+
+
+class ConstrainedDecoding(StructuredOutputHook):
+    """tokenizer / vocab_size (padded lm_head width) / stop_token_ids: the model's;
+    reasoning: a parsers `ReasoningFormat` (or None) giving the end-of-thinking marker."""
+
+    def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: list[int], *,
+                 max_num_seqs: int, device: torch.device | str = "cpu",
+                 reasoning: Any = None, max_cache_entries: int = 128) -> None:
+        self.tokenizer = tokenizer
+        self.vocab_size = vocab_size
+        self.stop_token_ids = sorted(stop_token_ids)
+        self.max_num_seqs = max_num_seqs
+        self.device = torch.device(device)
+        self.max_cache_entries = max_cache_entries
+        self.reasoning = reasoning
+        self.end_ids = reasoning.end_token_ids(tokenizer) if reasoning is not None else None
+        self._grammar: Grammar | None = None
+        self._fill_started = False
+
+    @property
+    def grammar(self) -> Grammar:
+        """The xgrammar layer, built on first use (the tokenizer scan costs ~1 s on 150k vocabs)."""
+        if self._grammar is None:
+            self._grammar = Grammar(self.tokenizer, self.vocab_size, self.stop_token_ids,
+                                    max_num_seqs=self.max_num_seqs, device=self.device,
+                                    max_cache_entries=self.max_cache_entries)
+        return self._grammar
+
+    # ---- per request ----
+    def add_request(self, seq: Sequence) -> None:
+        params = seq.params
+        structured = params.structured_outputs
+        if params.thinking_token_budget is not None and self.end_ids is None:
+            raise ValueError("thinking_token_budget needs a reasoning parser "
+                             "(LLM(reasoning_parser=...) / --reasoning-parser)")
+        gate = None
+        if self.end_ids and (structured is not None or params.thinking_token_budget is not None):
+            prompt = seq.token_ids[: seq.num_prompt_tokens]
+            answering = self.reasoning.is_reasoning_end(prompt, self.tokenizer)
+            gate = ReasoningGate(self.end_ids, answering, params.thinking_token_budget)
+        seq.reasoning_state = gate
+        seq.structured_state = (self.grammar.new_request(structured, gate)
+                                if structured is not None else None)
+
+    def remove(self, seq: Sequence) -> None:
+        seq.structured_state = None
+
+    # ---- per step ----
+    def start_fill(self, seqs: list[Sequence]) -> Any:
+        rows = [seq.structured_state for seq in seqs]
+        forced = [seq.reasoning_state.forced_token() if seq.reasoning_state is not None else None
+                  for seq in seqs]
+        if all(r is None for r in rows) and all(f is None for f in forced):
+            return None
+        self.grammar.start_fill(rows, forced)
+        return True
+
+    def finish_fill(self, handle: Any) -> torch.Tensor | None:
+        if handle is None:
+            return None
+        return self.grammar.finish_fill()
+
+    def accept(self, seqs: list[Sequence], token_ids: list[int]) -> None:
+        for seq, token in zip(seqs, token_ids):
+            row: RequestGrammar | None = seq.structured_state
+            if row is None:
+                if seq.reasoning_state is not None:
+                    seq.reasoning_state.advance(token)
+                continue
+            if not row.accept(token):
+                seq.force_finish = ("abort", f"structured output error: {row.error}")
+            elif row.is_terminated:
+                seq.force_finish = ("stop", token)
+
+    def close(self) -> None:
+        if self._grammar is not None:
+            self._grammar.close()
