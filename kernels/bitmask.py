@@ -1,0 +1,186 @@
+"""apply_token_bitmask_inplace: ban the tokens a grammar bitmask disallows, in place.
+
+Semantics, as a plain loop (``cover = min(32 * bitmask.shape[-1], vocab_size or inf)``)::
+
+    for row in (indices if indices is not None else range(logits.shape[0])):
+        for col in range(logits.shape[-1]):
+            word, bit = bitmask[row, col // 32], col % 32
+            if col >= cover or not (word >> bit) & 1:
+                logits[row, col] = -inf
+
+This is xgrammar's function of the same name (int32 words, bit set = allowed, ``indices`` name
+rows of both tensors) with one deliberate difference: columns past the bitmask's coverage (the
+lm_head padding) become -inf instead of being left open. The kernel never reads a logit it
+overwrites: a 32-column word that bans everything is only written, one that allows everything
+is skipped, and only mixed words are read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import triton
+import triton.language as tl
+
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_WORDS_PER_PROGRAM = 64  # 2048 columns
+
+
+def unpack_bitmask_ref(bitmask: torch.Tensor, num_cols: int, cover: int) -> torch.Tensor:
+    """(..., num_cols) bool: True where the bit is set and the column is < cover."""
+    shifts = torch.arange(32, device=bitmask.device, dtype=torch.int32)
+    bits = ((bitmask[..., None] >> shifts) & 1).bool().flatten(-2)  # (..., 32 * words)
+    allowed = torch.zeros(*bitmask.shape[:-1], num_cols, dtype=torch.bool, device=bitmask.device)
+    n = min(num_cols, cover, bits.shape[-1])
+    allowed[..., :n] = bits[..., :n]
+    return allowed
+
+
+def apply_token_bitmask_inplace_ref(
+    logits: torch.Tensor,
+    bitmask: torch.Tensor,
+    indices: Sequence[int] | torch.Tensor | None = None,
+    vocab_size: int | None = None,
+) -> None:
+    """Torch twin of the kernel (the spec and the CPU path); arguments already checked."""
+    logits2, bitmask2 = _as_2d(logits, bitmask)
+    cover = _cover(bitmask2, vocab_size)
+    if indices is None:
+        allowed = unpack_bitmask_ref(bitmask2, logits2.shape[1], cover)
+        logits2.masked_fill_(~allowed, float("-inf"))
+        return
+    rows = torch.as_tensor(indices, dtype=torch.int64).to(logits2.device)
+    if rows.numel() == 0:
+        return
+    allowed = unpack_bitmask_ref(bitmask2[rows], logits2.shape[1], cover)
+    logits2[rows] = logits2[rows].masked_fill(~allowed, float("-inf"))
+
+
+@triton.jit
+def _apply_token_bitmask_kernel(
+    logits_ptr,
+    bitmask_ptr,
+    indices_ptr,
+    logits_row_stride,
+    bitmask_row_stride,
+    num_cols,
+    num_words,
+    cover,
+    HAS_INDICES: tl.constexpr,
+    WORDS: tl.constexpr,
+):
+    if HAS_INDICES:
+        row = tl.load(indices_ptr + tl.program_id(0)).to(tl.int64)
+    else:
+        row = tl.program_id(0).to(tl.int64)
+    w = tl.program_id(1) * WORDS + tl.arange(0, WORDS)  # (WORDS,)
+    bit = tl.arange(0, 32)
+    words = tl.load(bitmask_ptr + row * bitmask_row_stride + w, mask=w < num_words, other=0)
+    col = w[:, None] * 32 + bit[None, :]  # (WORDS, 32)
+    allowed = (((words[:, None] >> bit[None, :]) & 1) != 0) & (col < cover)
+    num_allowed = tl.sum(allowed.to(tl.int32), axis=1)  # (WORDS,)
+    some_banned = (num_allowed < 32)[:, None]
+    mixed = some_banned & (num_allowed > 0)[:, None]
+    in_row = col < num_cols
+    ptrs = logits_ptr + row * logits_row_stride + col
+    x = tl.load(ptrs, mask=in_row & mixed, other=0.0)
+    tl.store(ptrs, tl.where(allowed, x, float("-inf")), mask=in_row & some_banned)
+
+
+def check_logits_and_bitmask(logits: object, bitmask: object) -> None:
+    """Raise ValueError naming the bad shape, dtype, layout or device."""
+    if not isinstance(logits, torch.Tensor) or not isinstance(bitmask, torch.Tensor):
+        raise ValueError(
+            f"logits and bitmask must be tensors, got {type(logits).__name__} and "
+            f"{type(bitmask).__name__}"
+        )
+    if logits.dtype not in FLOAT_DTYPES:
+        raise ValueError(f"logits dtype must be float32, float16 or bfloat16, got {logits.dtype}")
+    if bitmask.dtype != torch.int32:
+        raise ValueError(f"bitmask dtype must be torch.int32, got {bitmask.dtype}")
+    if logits.dim() not in (1, 2) or bitmask.dim() != logits.dim():
+        raise ValueError(
+            f"logits must be (B, V) with bitmask (B, W) (or both 1-D), got logits "
+            f"{tuple(logits.shape)} and bitmask {tuple(bitmask.shape)}"
+        )
+    if logits.dim() == 2 and bitmask.shape[0] != logits.shape[0]:
+        raise ValueError(
+            f"bitmask rows {bitmask.shape[0]} != logits rows {logits.shape[0]} "
+            f"(logits {tuple(logits.shape)}, bitmask {tuple(bitmask.shape)})"
+        )
+    if logits.shape[-1] > 1 and logits.stride(-1) != 1:
+        raise ValueError(f"logits columns must be contiguous, got strides {logits.stride()}")
+    if bitmask.shape[-1] > 1 and bitmask.stride(-1) != 1:
+        raise ValueError(f"bitmask columns must be contiguous, got strides {bitmask.stride()}")
+    if bitmask.device != logits.device:
+        raise ValueError(f"bitmask is on {bitmask.device} but logits are on {logits.device}")
+
+
+def check_indices(
+    indices: Sequence[int] | torch.Tensor | None, num_rows: int, device: torch.device
+) -> torch.Tensor | None:
+    """Indices as an int32 tensor on `device` (None stays None); ValueError names bad values.
+
+    Values of a tensor already on an accelerator are not range-checked (that would sync)."""
+    if indices is None:
+        return None
+    if isinstance(indices, torch.Tensor):
+        if indices.dim() != 1 or indices.dtype not in (torch.int32, torch.int64):
+            raise ValueError(
+                f"indices must be a 1-D int32/int64 tensor, got {indices.dtype} "
+                f"{tuple(indices.shape)}"
+            )
+        if indices.device.type != device.type and indices.device.type != "cpu":
+            raise ValueError(f"indices are on {indices.device} but logits are on {device}")
+        checkable = indices.device.type == "cpu"
+        values = indices.tolist() if checkable else []
+        rows = indices.to(device=device, dtype=torch.int32)
+    else:
+        values = list(indices)
+        if any(not isinstance(v, int) or isinstance(v, bool) for v in values):
+            raise ValueError(f"indices must be ints, got {values!r}")
+        rows = torch.tensor(values, dtype=torch.int32, device=device)
+    bad = [v for v in values if not 0 <= v < num_rows]
+    if bad:
+        raise ValueError(f"indices {bad} out of range for {num_rows} rows")
+    return rows
+
+
+def apply_token_bitmask_inplace_triton(
+    logits: torch.Tensor,
+    bitmask: torch.Tensor,
+    indices: torch.Tensor | None = None,
+    vocab_size: int | None = None,
+) -> None:
+    """Launch the kernel; arguments already checked, indices an int32 tensor on logits' device."""
+    logits2, bitmask2 = _as_2d(logits, bitmask)
+    num_rows = logits2.shape[0] if indices is None else indices.numel()
+    num_cols = logits2.shape[1]
+    if num_rows == 0 or num_cols == 0:
+        return
+    grid = (num_rows, triton.cdiv(num_cols, 32 * _WORDS_PER_PROGRAM))
+    _apply_token_bitmask_kernel[grid](
+        logits2,
+        bitmask2,
+        indices if indices is not None else bitmask2,
+        logits2.stride(0),
+        bitmask2.stride(0),
+        num_cols,
+        bitmask2.shape[1],
+        _cover(bitmask2, vocab_size),
+        HAS_INDICES=indices is not None,
+        WORDS=_WORDS_PER_PROGRAM,
+        num_warps=4,
+    )
+
+
+def _as_2d(logits: torch.Tensor, bitmask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    if logits.dim() == 1:
+        return logits.unsqueeze(0), bitmask.unsqueeze(0)
+    return logits, bitmask
+
+
+def _cover(bitmask: torch.Tensor, vocab_size: int | None) -> int:
+    cover = 32 * bitmask.shape[-1]
+    return cover if vocab_size is None else min(cover, vocab_size)

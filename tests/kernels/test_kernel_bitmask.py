@@ -1,0 +1,136 @@
+"""apply_token_bitmask_inplace: Triton == twin exactly, twin == xgrammar, argument errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from kernel_inputs import random_bitmask, random_logits
+from thinkgate.kernels import apply_token_bitmask_inplace
+from thinkgate.kernels.bitmask import (
+    apply_token_bitmask_inplace_ref,
+    apply_token_bitmask_inplace_triton,
+    check_indices,
+)
+
+VOCABS = [1, 31, 32, 33, 8192, 32000, 32001, 151936]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def _expected(logits: torch.Tensor, bitmask: torch.Tensor, rows: list[int], cover: int) -> torch.Tensor:
+    """The docstring's plain loop, vectorised per row with Python ints."""
+    out = logits.clone()
+    for r in rows:
+        for c in range(logits.shape[1]):
+            word = int(bitmask[r, c // 32]) if c // 32 < bitmask.shape[1] else 0
+            if c >= cover or not (word >> (c % 32)) & 1:
+                out[r, c] = float("-inf")
+    return out
+
+
+@pytest.mark.parametrize("vocab", VOCABS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("which", ["all", "partial", "empty"])
+def test_triton_matches_twin(vocab: int, dtype: torch.dtype, which: str, gen, device) -> None:
+    rows = 3
+    logits = random_logits(rows, vocab, dtype, gen, pad=7).to(device)  # strided rows
+    bitmask = random_bitmask(rows, vocab, gen).to(device)
+    indices = {"all": None, "partial": [2, 0], "empty": []}[which]
+    ours, twin = logits.clone(), logits.clone()
+    apply_token_bitmask_inplace_triton(ours, bitmask, check_indices(indices, rows, ours.device))
+    apply_token_bitmask_inplace_ref(twin, bitmask, indices)
+    assert torch.equal(ours, twin)
+    if which == "partial":
+        assert torch.equal(ours[1], logits[1])  # a row not in indices is untouched
+    if which == "empty":
+        assert torch.equal(ours, logits)
+
+
+def test_twin_matches_plain_loop(gen) -> None:
+    logits = random_logits(2, 70, torch.float32, gen)
+    bitmask = random_bitmask(2, 70, gen)
+    twin = logits.clone()
+    apply_token_bitmask_inplace_ref(twin, bitmask, [1])
+    assert torch.equal(twin, _expected(logits, bitmask, [1], 96))
+
+
+def test_strided_rows_leave_the_parent_alone(gen, device) -> None:
+    full = torch.randn(4, 100, generator=gen).to(device)
+    before = full.clone()
+    view = full[:, :64]
+    bitmask = torch.zeros(4, 2, dtype=torch.int32, device=device)
+    apply_token_bitmask_inplace(view, bitmask)
+    assert torch.isinf(full[:, :64]).all()
+    assert torch.equal(full[:, 64:], before[:, 64:])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_padded_vocab_columns_become_minus_inf(dtype, gen, device) -> None:
+    logits = random_logits(2, 32064, dtype, gen).to(device)  # lm_head wider than the grammar
+    bitmask = torch.full((2, 1000), -1, dtype=torch.int32, device=device)  # allows all 32000
+    apply_token_bitmask_inplace(logits, bitmask)
+    assert torch.isfinite(logits[:, :32000]).all()
+    assert torch.isneginf(logits[:, 32000:]).all()
+    logits = random_logits(2, 100, dtype, gen).to(device)
+    apply_token_bitmask_inplace(logits, torch.full((2, 4), -1, dtype=torch.int32, device=device),
+                                vocab_size=90)
+    assert torch.isfinite(logits[:, :90]).all() and torch.isneginf(logits[:, 90:]).all()
+
+
+def test_one_dimensional_and_dispatch(gen, device) -> None:
+    logits = random_logits(1, 33, torch.float32, gen)[0].to(device)
+    bitmask = torch.tensor([0x5, 0x1], dtype=torch.int32, device=device)
+    apply_token_bitmask_inplace(logits, bitmask)
+    assert torch.isfinite(logits).nonzero().flatten().tolist() == [0, 2, 32]
+
+
+def test_indices_as_tensor(gen, device) -> None:
+    logits = random_logits(4, 100, torch.bfloat16, gen).to(device)
+    bitmask = random_bitmask(4, 100, gen).to(device)
+    ours, twin = logits.clone(), logits.clone()
+    apply_token_bitmask_inplace(ours, bitmask, torch.tensor([3, 1], device=device))
+    apply_token_bitmask_inplace_ref(twin, bitmask, [3, 1])
+    assert torch.equal(ours, twin)
+
+
+@pytest.mark.parametrize("vocab", [31, 33, 32001, 151936])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_twin_matches_xgrammar(vocab: int, dtype: torch.dtype, gen) -> None:
+    xgr = pytest.importorskip("xgrammar")
+    logits = random_logits(4, vocab, dtype, gen)
+    bitmask = random_bitmask(4, vocab, gen)
+    for indices in (None, [0, 3]):
+        ours, theirs = logits.clone(), logits.clone()
+        apply_token_bitmask_inplace_ref(ours, bitmask, indices)
+        xgr.apply_token_bitmask_inplace(theirs, bitmask, indices=indices)
+        assert torch.equal(ours, theirs)
+
+
+@pytest.mark.filterwarnings("ignore:The bitmask covers only")
+def test_xgrammar_leaves_padding_we_ban_it(gen) -> None:
+    xgr = pytest.importorskip("xgrammar")
+    logits = random_logits(2, 128, torch.float32, gen)
+    bitmask = random_bitmask(2, 96, gen)
+    ours, theirs = logits.clone(), logits.clone()
+    apply_token_bitmask_inplace_ref(ours, bitmask)
+    xgr.apply_token_bitmask_inplace(theirs, bitmask)
+    assert torch.equal(ours[:, :96], theirs[:, :96])
+    assert torch.isneginf(ours[:, 96:]).all() and torch.equal(theirs[:, 96:], logits[:, 96:])
+
+
+@pytest.mark.parametrize(
+    ("logits", "bitmask", "indices", "match"),
+    [
+        (torch.zeros(2, 64, dtype=torch.int32), torch.zeros(2, 2, dtype=torch.int32), None,
+         "logits dtype"),
+        (torch.zeros(2, 64), torch.zeros(2, 2, dtype=torch.int64), None, "bitmask dtype"),
+        (torch.zeros(2, 64), torch.zeros(3, 2, dtype=torch.int32), None, "bitmask rows 3"),
+        (torch.zeros(2, 2, 64), torch.zeros(2, 2, dtype=torch.int32), None, r"\(2, 2, 64\)"),
+        (torch.zeros(64, 2).t(), torch.zeros(2, 2, dtype=torch.int32), None, "contiguous"),
+        (torch.zeros(2, 64), torch.zeros(2, 2, dtype=torch.int32), [0, 5], r"indices \[5\]"),
+        (torch.zeros(2, 64), torch.zeros(2, 2, dtype=torch.int32), [0.5], "ints"),
+        ("logits", torch.zeros(2, 2, dtype=torch.int32), None, "tensors"),
+    ],
+)
+def test_bad_arguments_raise_value_error(logits, bitmask, indices, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        apply_token_bitmask_inplace(logits, bitmask, indices)
