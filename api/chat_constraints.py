@@ -92,7 +92,7 @@ def response_format_schema(response_format: Mapping[str, Any] | None) -> dict[st
 
 def chat_constraint(tool_parser: str | None, tools: Sequence[Mapping[str, Any]] | None,
                     tool_choice: str, response_format: Mapping[str, Any] | None,
-                    tokenizer: Any = None) -> StructuredOutputsParams | None:
+                    parallel_tool_calls: bool = True) -> StructuredOutputsParams | None:
     """The request's constraint (table in the module docstring); `tool_choice` normalized."""
     schema = response_format_schema(response_format)
     if tool_choice == "none" or not tools:
@@ -108,20 +108,27 @@ def chat_constraint(tool_parser: str | None, tools: Sequence[Mapping[str, Any]] 
                          "(LLM(tool_call_parser=...) / --tool-call-parser)")
     if tool_choice == "auto":
         if schema is not None:
-            calls = tool_calls_tag(tool_parser, tools, "required", tokenizer)
+            calls = tool_calls_tag(tool_parser, tools, "required", parallel_tool_calls)
             answer = xgr.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False)
             union = xgr.Grammar.union(xgr.Grammar.from_structural_tag(json.dumps(calls)), answer)
             return StructuredOutputsParams(grammar=str(union))
         if not any(tool_function(t).get("strict") for t in tools):
             return None
     return StructuredOutputsParams(
-        structural_tag=tool_calls_tag(tool_parser, tools, tool_choice, tokenizer))
+        structural_tag=tool_calls_tag(tool_parser, tools, tool_choice, parallel_tool_calls))
 
 
 def tool_calls_tag(tool_parser: str, tools: Sequence[Mapping[str, Any]], mode: str,
-                   tokenizer: Any = None) -> dict[str, Any]:
-    """The structural tag for calls in the tool format's syntax: mode 'required', 'auto'
-    (strict: free text, calls triggered by the start marker) or a tool name."""
-    from thinkgate.parsers.tools import grammar as tool_grammar
+                   parallel_tool_calls: bool = True) -> dict[str, Any]:
+    """The structural tag for calls in the tool format's syntax (from the tool parsers): mode
+    'required', 'auto' (strict: free text, calls triggered by the start marker) or a name."""
+    from thinkgate.parsers.tools.grammar import tool_call_structural_tag
 
-    return tool_grammar.tool_call_structural_tag(tool_parser, list(tools), mode, tokenizer)
+    choice: Any = mode
+    if mode not in ("auto", "required"):
+        choice = {"type": "function", "function": {"name": mode}}
+    tag = tool_call_structural_tag(tool_parser, [dict(t) for t in tools], choice,
+                                   parallel_tool_calls=parallel_tool_calls)
+    if tag is None:
+        raise ValueError(f"tool parser {tool_parser!r} gave no grammar for tool_choice {mode!r}")
+    return tag

@@ -1,0 +1,290 @@
+"""The shared chat layer: messages in, OpenAI assistant messages and delta chunks out.
+
+The HTTP server, the batch runner and `LLM.chat` all go through `ChatLayer`:
+
+    layer = ChatLayer(tokenizer, reasoning_parser="qwen3", tool_call_parser="hermes")
+    req = layer.prepare(messages, sampling_params, tools=tools, tool_choice="required")
+    # ... the engine generates from req.prompt_token_ids with req.sampling_params ...
+    stream = layer.stream(req)                  # one per choice
+    deltas = stream.feed(delta_text, token_ids)  # OpenAI `delta` dicts, as the model writes
+    deltas, finish_reason = stream.finish(engine_finish_reason)
+    # non-streaming: layer.choice(req, completion_output) feeds the whole output once
+
+Non-streamed messages are streamed deltas folded together, so the two cannot disagree.
+`finish_reason` is "tool_calls" when the parser completed a call and the model stopped by itself,
+"length" when cut off, else the engine's reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from thinkgate.api.chat_constraints import (
+    ToolChoice,
+    chat_constraint,
+    normalize_tool_choice,
+)
+from thinkgate.engine.outputs import CompletionOutput, RequestOutput
+from thinkgate.engine.sampling_params import SamplingParams
+from thinkgate.parsers import Parser, StreamParser, collect, get_parser
+
+Message = Mapping[str, Any]
+
+
+@dataclass
+class ChatRequest:
+    """A rendered chat request, ready for the engine."""
+
+    prompt: str
+    prompt_token_ids: list[int]
+    sampling_params: SamplingParams
+    tools: list[dict[str, Any]] | None
+    tool_choice: str  # "none" | "auto" | "required" | a function name
+    chat_template_kwargs: dict[str, Any]
+
+
+@dataclass
+class ChatChoice:
+    index: int
+    message: dict[str, Any]  # {"role", "content", "reasoning", "tool_calls"}
+    finish_reason: str | None
+    num_tokens: int
+    num_reasoning_tokens: int
+
+
+@dataclass
+class ChatOutput:
+    """What `LLM.chat` returns per conversation; `.message` / `.finish_reason` are choice 0's."""
+
+    request_id: str
+    prompt: str
+    prompt_token_ids: list[int]
+    choices: list[ChatChoice]
+    output: RequestOutput = field(repr=False)
+
+    @property
+    def message(self) -> dict[str, Any]:
+        return self.choices[0].message
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.choices[0].finish_reason
+
+    @property
+    def usage(self) -> dict[str, Any]:
+        completion = sum(c.num_tokens for c in self.choices)
+        return {"prompt_tokens": len(self.prompt_token_ids), "completion_tokens": completion,
+                "total_tokens": len(self.prompt_token_ids) + completion,
+                "completion_tokens_details": {
+                    "reasoning_tokens": sum(c.num_reasoning_tokens for c in self.choices)}}
+
+
+class ChatStream:
+    """One choice's output turned into OpenAI deltas, incrementally (O(delta) per feed)."""
+
+    def __init__(self, parser: StreamParser) -> None:
+        self._parser = parser
+        self.finish_reason: str | None = None
+
+    def feed(self, delta_text: str, token_ids: Sequence[int] = ()) -> list[dict[str, Any]]:
+        if not delta_text and not token_ids:
+            return []
+        return self._parser.feed(delta_text, token_ids)
+
+    def finish(self, engine_finish_reason: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        """Flush held-back text; the OpenAI finish_reason for the engine's."""
+        deltas = self._parser.finish()
+        reason = engine_finish_reason
+        if reason == "stop" and self._parser.num_completed_calls > 0:
+            reason = "tool_calls"
+        self.finish_reason = reason
+        return deltas, reason
+
+
+class ChatLayer:
+    """Chat template + parsers + constraints for one model (see the module docstring).
+
+    enable_auto_tool_choice: whether `tool_choice="auto"` with tools is allowed (vLLM's flag);
+    None means "when a tool-call parser is set". default_chat_template_kwargs are merged under
+    each request's own.
+    """
+
+    def __init__(self, tokenizer: Any, *, reasoning_parser: str | None = None,
+                 tool_call_parser: str | None = None,
+                 enable_auto_tool_choice: bool | None = None, chat_template: str | None = None,
+                 default_chat_template_kwargs: Mapping[str, Any] | None = None) -> None:
+        self.tokenizer = tokenizer
+        self.reasoning_parser = reasoning_parser
+        self.tool_call_parser = tool_call_parser
+        self.enable_auto_tool_choice = (tool_call_parser is not None
+                                        if enable_auto_tool_choice is None
+                                        else enable_auto_tool_choice)
+        self.chat_template = chat_template
+        self.default_chat_template_kwargs = dict(default_chat_template_kwargs or {})
+        self._with_tools: Parser = get_parser(tool_call_parser, reasoning_parser, tokenizer)
+        self._without_tools: Parser = get_parser(None, reasoning_parser, tokenizer)
+
+    @property
+    def reasoning_format(self) -> Any:
+        return self._with_tools.reasoning
+
+    # ---- requests ----
+    def prepare(self, messages: Sequence[Message], sampling_params: SamplingParams | None = None,
+                *, tools: Sequence[Mapping[str, Any]] | None = None,
+                tool_choice: ToolChoice = None,
+                response_format: Mapping[str, Any] | None = None,
+                chat_template_kwargs: Mapping[str, Any] | None = None,
+                reasoning_effort: str | None = None, thinking_token_budget: int | None = None,
+                parallel_tool_calls: bool = True, add_generation_prompt: bool = True,
+                chat_template: str | None = None) -> ChatRequest:
+        """Render the template and build the request's SamplingParams; ValueError naming any
+        bad field (messages, tools, tool_choice, response_format, template)."""
+        choice = normalize_tool_choice(tool_choice, tools)
+        tool_list = [dict(t) for t in tools] if tools else None
+        if choice == "auto" and tool_list and not self.enable_auto_tool_choice:
+            raise ValueError('tool_choice "auto" needs a tool-call parser and auto tool choice '
+                             "enabled (--enable-auto-tool-choice --tool-call-parser NAME)")
+        ckw = {**self.default_chat_template_kwargs, **(chat_template_kwargs or {})}
+        if reasoning_effort is not None:
+            ckw.setdefault("reasoning_effort", reasoning_effort)
+        rendered_tools = tool_list if choice != "none" else None
+        prompt = self.render(messages, rendered_tools, ckw, add_generation_prompt, chat_template)
+        ids = list(self.tokenizer.encode(prompt, add_special_tokens=False))
+        params = self._params(sampling_params, tool_list, choice, response_format, ckw,
+                              thinking_token_budget, parallel_tool_calls)
+        return ChatRequest(prompt, ids, params, tool_list, choice, ckw)
+
+    def render(self, messages: Sequence[Message], tools: list[dict[str, Any]] | None,
+               chat_template_kwargs: Mapping[str, Any], add_generation_prompt: bool = True,
+               chat_template: str | None = None) -> str:
+        """The prompt text of `messages` under the model's (or the given) chat template."""
+        template = chat_template or self.chat_template
+        if template is None and not getattr(self.tokenizer, "chat_template", None):
+            raise ValueError("the tokenizer has no chat template; pass chat_template")
+        try:
+            return self.tokenizer.apply_chat_template(
+                normalize_messages(messages), tools=tools, tokenize=False,
+                add_generation_prompt=add_generation_prompt, chat_template=template,
+                **chat_template_kwargs)
+        except (TypeError, KeyError, AttributeError, IndexError) as err:
+            raise ValueError(f"the chat template could not render these messages: {err}") from None
+        except Exception as err:  # jinja2's TemplateError family, raised by template code
+            if type(err).__module__.startswith("jinja2"):
+                raise ValueError(f"the chat template failed: {err}") from None
+            raise
+
+    def _params(self, params: SamplingParams | None, tools: list[dict[str, Any]] | None,
+                choice: str, response_format: Mapping[str, Any] | None, ckw: dict[str, Any],
+                budget: int | None, parallel: bool) -> SamplingParams:
+        params = params or SamplingParams(max_tokens=None)
+        constraint = chat_constraint(self.tool_call_parser, tools, choice, response_format,
+                                     parallel)
+        updates: dict[str, Any] = {}
+        if constraint is not None:
+            if params.structured_outputs is not None:
+                raise ValueError("structured_outputs in sampling_params cannot be combined with "
+                                 f"tool_choice {choice!r} / response_format {response_format!r}")
+            fmt = self.reasoning_format
+            if fmt is not None and not fmt.thinking_enabled(ckw):
+                # thinking is off but the template may not close it in the prompt
+                constraint = dataclasses.replace(constraint, enable_in_reasoning=True)
+            updates["structured_outputs"] = constraint
+        if budget is not None:
+            updates["thinking_token_budget"] = budget
+        return dataclasses.replace(params, **updates) if updates else params
+
+    # ---- outputs ----
+    def stream(self, request: ChatRequest) -> ChatStream:
+        parser = self._without_tools if request.tool_choice == "none" else self._with_tools
+        return ChatStream(parser.stream(request.tools, request.chat_template_kwargs,
+                                        prompt_token_ids=request.prompt_token_ids))
+
+    def choice(self, request: ChatRequest, output: CompletionOutput) -> ChatChoice:
+        """A finished completion as an OpenAI choice: the stream path fed once."""
+        stream = self.stream(request)
+        deltas = stream.feed(output.text, output.token_ids)
+        more, reason = stream.finish(output.finish_reason)
+        return ChatChoice(output.index, assistant_message(deltas + more), reason,
+                          len(output.token_ids), self.reasoning_tokens(request, output.token_ids))
+
+    def reasoning_tokens(self, request: ChatRequest, token_ids: Sequence[int]) -> int:
+        """Output tokens spent thinking (markers excluded), for usage."""
+        fmt = self.reasoning_format
+        if fmt is None:
+            return 0
+        ckw = request.chat_template_kwargs
+        ended = fmt.is_reasoning_end(request.prompt_token_ids, self.tokenizer, ckw)
+        return fmt.count_reasoning_tokens(token_ids, self.tokenizer, ckw, prompt_ended=ended)
+
+    def chat_output(self, request: ChatRequest, output: RequestOutput) -> ChatOutput:
+        return ChatOutput(output.request_id, request.prompt, request.prompt_token_ids,
+                          [self.choice(request, o) for o in output.outputs], output)
+
+
+def assistant_message(deltas: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """OpenAI deltas folded into an assistant message with OpenAI-shaped tool calls."""
+    parsed = collect(deltas)
+    return {
+        "role": "assistant",
+        "content": parsed.content,
+        "reasoning": parsed.reasoning,
+        "tool_calls": [{"id": c.id, "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments}}
+                       for c in parsed.tool_calls],
+    }
+
+
+def normalize_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Messages as chat templates expect them: text parts joined, tool-call arguments as dicts
+    (kept as the raw string when they are not valid JSON), `reasoning_content` aliased."""
+    if isinstance(messages, Mapping) or not isinstance(messages, Sequence) or not messages:
+        raise ValueError(f"messages must be a non-empty list of messages, got {messages!r}")
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
+            raise ValueError(f"messages[{i}] must be an object with a role, got {m!r}")
+        msg = dict(m)
+        msg["content"] = _text(msg.get("content"), i)
+        if msg.get("reasoning") is None and msg.get("reasoning_content") is not None:
+            msg["reasoning"] = msg["reasoning_content"]
+        if msg.get("tool_calls"):
+            msg["tool_calls"] = [_template_call(c) for c in msg["tool_calls"]]
+        out.append(msg)
+    return out
+
+
+def _text(content: Any, i: int) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, Mapping) and part.get("type") == "text":
+                parts.append(str(part.get("text", "")))
+            else:
+                raise ValueError(f"messages[{i}].content: only text parts are supported, "
+                                 f"got {part!r}")
+        return "".join(parts)
+    raise ValueError(f"messages[{i}].content must be a string or a list of text parts, "
+                     f"got {content!r}")
+
+
+def _template_call(call: Any) -> Any:
+    if not isinstance(call, Mapping):
+        return call
+    call = dict(call)
+    fn = call.get("function")
+    if isinstance(fn, Mapping) and isinstance(fn.get("arguments"), str):
+        try:
+            args = json.loads(fn["arguments"])
+        except ValueError:
+            args = None
+        if isinstance(args, dict):
+            call["function"] = {**fn, "arguments": args}
+    return call
