@@ -4,7 +4,9 @@ A trace file is JSON: a list of groups `{"reasoning_parser", "tool_parser", "par
 "tokenizer", "cases"}` (`parsers` runs the same cases under several reasoning-parser names;
 `tokenizer` is `{"chat_template": ...}` for template-driven formats). A case is
 `{"name", "text", "reasoning", "content", "tool_calls": [{"name", "arguments"}],
-"chat_template_kwargs", "tools", "allow_markers": [...]}`; `arguments` is a JSON object.
+"chat_template_kwargs", "tools", "allow_markers": [...], "note"}`; `arguments` is a JSON
+object; `note` says why a case departs from vLLM. Tool traces use the same keys with
+`tool_parser` set in the group.
 """
 
 from __future__ import annotations
