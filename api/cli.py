@@ -1,49 +1,107 @@
-"""The `thinkgate` command line."""
+"""The `thinkgate` command line: serve, run-batch, chat, bench."""
 
 from __future__ import annotations
 
 import argparse
-import json
+import logging
+import subprocess
+import sys
+
+from thinkgate.api.cli_args import add_model_args, add_server_args, resolve_model_args
+
+BENCHMARKS = {
+    "server": "thinkgate.benchmarks.bench_server",
+    "kernels": "thinkgate.benchmarks.bench_kernels",
+    "parsers": "thinkgate.benchmarks.bench_parsers",
+    "engine": "thinkgate.benchmarks.bench_engine",
+}
 
 
-def _demo(model: str | None) -> None:
-    """Generate one chat answer on the model with transformers and print the parsed message."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def _serve_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve", help="OpenAI-compatible HTTP server (default: the bundled demo model)",
+        description="Serve MODEL over an OpenAI-compatible API. With no MODEL, the bundled demo "
+                    "model with --reasoning-parser qwen3 --tool-call-parser hermes "
+                    "--enable-auto-tool-choice.")
+    add_model_args(p)
+    add_server_args(p)
 
-    from thinkgate.engine.demo import demo_model_path
-    from thinkgate.engine.demo_data import TOOLS
-    from thinkgate.parsers import get_parser
 
-    path = model or demo_model_path()
-    tok = AutoTokenizer.from_pretrained(path)
-    lm = AutoModelForCausalLM.from_pretrained(path).eval()
-    messages = [{"role": "user", "content": "What's the weather in Paris?"}]
-    tools = [TOOLS["get_weather"]]
-    prompt = tok.apply_chat_template(messages, tools=tools, tokenize=False,
-                                     add_generation_prompt=True)
-    ids = torch.tensor([tok.encode(prompt, add_special_tokens=False)])
-    with torch.inference_mode():
-        out = lm.generate(ids, max_new_tokens=128, do_sample=False)
-    text = tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
-    parsed = get_parser(tool_parser="hermes", reasoning_parser="qwen3").parse(text, tools=tools)
-    message = {"role": "assistant", "reasoning": parsed.reasoning, "content": parsed.content,
-               "tool_calls": [{"id": c.id, "type": "function",
-                               "function": {"name": c.name, "arguments": c.arguments}}
-                              for c in parsed.tool_calls]}
-    print(json.dumps(message, indent=2))
+def _batch_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run-batch", help="offline batch over an OpenAI batch JSONL file",
+        description="Run every line of an OpenAI batch file (/v1/chat/completions and "
+                    "/v1/completions) through one engine and write one result line per input.")
+    p.add_argument("-i", "--input-file", required=True, help="OpenAI batch JSONL input")
+    p.add_argument("-o", "--output-file", required=True, help="JSONL results (written as it goes)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the output file and skip the custom_ids already in it")
+    p.add_argument("--max-in-flight", type=int, default=256,
+                   help="lines submitted to the engine at once")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--ray", action="store_true",
+                   help="run on a Ray cluster with Ray Data (one engine replica per worker)")
+    p.add_argument("--num-replicas", type=int, default=None,
+                   help="--ray: engine replicas (default: one per GPU, or 1 on CPU)")
+    p.add_argument("--ray-address", default=None,
+                   help="--ray: cluster address (default: start or join a local Ray)")
+    p.add_argument("--ray-batch-size", type=int, default=16, help="--ray: lines per map batch")
+    add_model_args(p, positional=False)
+
+
+def _chat_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "chat", help="interactive terminal chat showing reasoning and tool calls",
+        description="Chat with a running thinkgate (or any OpenAI-compatible) server.")
+    p.add_argument("--url", default="http://127.0.0.1:8000/v1", help="server base URL")
+    p.add_argument("--model", default=None, help="model name (default: the server's first)")
+    p.add_argument("--api-key", default="EMPTY")
+    p.add_argument("--system", default=None, help="system prompt")
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--tools", default=None,
+                   help="JSON file with a list of OpenAI tools to offer (default: the demo tools)")
+    p.add_argument("--no-tools", action="store_true", help="offer no tools")
+    p.add_argument("--no-thinking", action="store_true", help="enable_thinking: false")
+    p.add_argument("-q", "--quick", default=None, help="send one message, print, exit")
+
+
+def _bench_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="run a benchmark (server, kernels, parsers, engine)",
+                       description="Run one of thinkgate's benchmarks; extra args go to it.")
+    p.add_argument("which", choices=sorted(BENCHMARKS), help="benchmark to run")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the benchmark")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="thinkgate", description="thinkgate LLM engine")
+    ap.add_argument("--log-level", default="INFO", help="Python logging level")
+    sub = ap.add_subparsers(dest="command", required=True)
+    _serve_parser(sub)
+    _batch_parser(sub)
+    _chat_parser(sub)
+    _bench_parser(sub)
+    return ap
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="thinkgate", description="thinkgate LLM engine")
-    sub = ap.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="serve a model (default: the bundled demo model)")
-    serve.add_argument("model", nargs="?", default=None)
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
-    args = ap.parse_args(argv)
-    if args.command == "serve":
-        _demo(args.model)
+    ns = build_parser().parse_args(argv)
+    logging.basicConfig(level=ns.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if ns.command == "serve":
+        from thinkgate.api.launch import serve
+
+        serve(resolve_model_args(ns))
+    elif ns.command == "run-batch":
+        from thinkgate.api.batch_runner import run_batch
+
+        run_batch(resolve_model_args(ns))
+    elif ns.command == "chat":
+        from thinkgate.api.chat_cli import run_chat
+
+        run_chat(ns)
+    elif ns.command == "bench":
+        rest = [a for a in ns.rest if a != "--"]
+        sys.exit(subprocess.call([sys.executable, "-m", BENCHMARKS[ns.which], *rest]))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,163 @@
+"""Offline batch inference over OpenAI batch-format JSONL (`thinkgate run-batch`).
+
+Each input line is `{"custom_id", "method": "POST", "url", "body"}` with url /v1/chat/completions
+or /v1/completions. Every line goes through the server's own FastAPI app in-process (an ASGI
+transport, no socket), so a batch result body is byte-for-byte what the HTTP server would answer,
+errors included. All lines are in flight at once (bounded), so the engine batches them. Results are
+appended and flushed as they finish; `--resume` skips the custom_ids already in the output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+logger = logging.getLogger(__name__)
+
+BATCH_URLS = ("/v1/chat/completions", "/v1/completions")
+
+
+class BatchLineError(ValueError):
+    """A line that is not a valid batch request; carries what could be read of it."""
+
+    def __init__(self, message: str, custom_id: str | None) -> None:
+        super().__init__(message)
+        self.custom_id = custom_id
+
+
+def result_id(line_no: int) -> str:
+    """A stable id per input line, so a resumed run can recognise lines without a custom_id."""
+    return f"batch_req_{line_no:08d}"
+
+
+def parse_line(line_no: int, text: str) -> dict[str, Any]:
+    """The request of one input line, or `BatchLineError` saying what is wrong with it."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BatchLineError(f"line {line_no}: not valid JSON ({exc})", None) from exc
+    if not isinstance(data, dict):
+        raise BatchLineError(f"line {line_no}: a batch line must be a JSON object", None)
+    custom_id = data.get("custom_id")
+    if not isinstance(custom_id, str) or not custom_id:
+        raise BatchLineError(f"line {line_no}: `custom_id` must be a non-empty string", None)
+    if data.get("method", "POST") != "POST":
+        raise BatchLineError(f"line {line_no}: method must be POST, got {data.get('method')!r}",
+                             custom_id)
+    if data.get("url") not in BATCH_URLS:
+        raise BatchLineError(f"line {line_no}: url must be one of {list(BATCH_URLS)}, got "
+                             f"{data.get('url')!r}", custom_id)
+    if not isinstance(data.get("body"), dict):
+        raise BatchLineError(f"line {line_no}: `body` must be a JSON object", custom_id)
+    extra = set(data) - {"custom_id", "method", "url", "body"}
+    if extra:
+        raise BatchLineError(f"line {line_no}: unknown fields {sorted(extra)}", custom_id)
+    return data
+
+
+def error_line(line_no: int, custom_id: str | None, message: str) -> dict[str, Any]:
+    return {"id": result_id(line_no), "custom_id": custom_id, "response": None,
+            "error": {"code": "invalid_request", "message": message}}
+
+
+async def run_line(client: Any, line_no: int, text: str) -> dict[str, Any]:
+    """One input line → one OpenAI batch result line (never raises for bad input)."""
+    try:
+        data = parse_line(line_no, text)
+    except BatchLineError as exc:
+        return error_line(line_no, exc.custom_id, str(exc))
+    response = await client.post(data["url"], json=data["body"])
+    return {
+        "id": result_id(line_no),
+        "custom_id": data["custom_id"],
+        "response": {"status_code": response.status_code,
+                     "request_id": f"req_{uuid.uuid4().hex}", "body": response.json()},
+        "error": None,
+    }
+
+
+def read_lines(path: str | Path) -> list[tuple[int, str]]:
+    """(1-based line number, text) of every non-blank line."""
+    with open(path, encoding="utf-8") as f:
+        return [(i, line.strip()) for i, line in enumerate(f, 1) if line.strip()]
+
+
+def finished_keys(output: str | Path) -> set[str]:
+    """The custom_ids and result ids already written to `output` (for --resume)."""
+    keys: set[str] = set()
+    path = Path(output)
+    if not path.exists():
+        return keys
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut off by an interrupted run: redo it
+        if isinstance(row, dict):
+            keys.update(k for k in (row.get("custom_id"), row.get("id")) if isinstance(k, str))
+    return keys
+
+
+def pending_lines(lines: Iterable[tuple[int, str]], done: set[str]) -> Iterator[tuple[int, str]]:
+    """The lines whose custom_id (or, for unreadable lines, result id) is not in `done`."""
+    for line_no, text in lines:
+        try:
+            custom_id = parse_line(line_no, text)["custom_id"]
+        except BatchLineError as exc:
+            custom_id = exc.custom_id
+        if custom_id in done or (custom_id is None and result_id(line_no) in done):
+            continue
+        yield line_no, text
+
+
+def _check_unique(lines: list[tuple[int, str]]) -> dict[int, str]:
+    """Line numbers whose custom_id repeats an earlier line's → the error message."""
+    seen: dict[str, int] = {}
+    dupes = {}
+    for line_no, text in lines:
+        try:
+            custom_id = parse_line(line_no, text)["custom_id"]
+        except BatchLineError:
+            continue
+        if custom_id in seen:
+            dupes[line_no] = f"line {line_no}: duplicate custom_id {custom_id!r} (first on line " \
+                             f"{seen[custom_id]})"
+        else:
+            seen[custom_id] = line_no
+    return dupes
+
+
+async def run_lines(
+    client: Any,
+    lines: list[tuple[int, str]],
+    emit: Callable[[dict[str, Any]], None],
+    max_in_flight: int,
+) -> None:
+    """Run every line concurrently (at most `max_in_flight`), emitting each result as it lands."""
+    dupes = _check_unique(lines)
+    gate = asyncio.Semaphore(max_in_flight)
+
+    async def one(line_no: int, text: str) -> None:
+        if line_no in dupes:
+            custom_id = json.loads(text)["custom_id"]
+            emit(error_line(line_no, custom_id, dupes[line_no]))
+            return
+        async with gate:
+            emit(await run_line(client, line_no, text))
+
+    await asyncio.gather(*(one(n, t) for n, t in lines))
+
+
+def open_output(path: str | Path, resume: bool) -> TextIO:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if resume and path.exists():
+        text = path.read_text(encoding="utf-8")
+        if text and not text.endswith("\n"):  # drop a half-written last line
+            path.write_text(text[: text.rfind("\n") + 1], encoding="utf-8")
+    return open(path, "a" if resume else "w", encoding="utf-8")

@@ -1,0 +1,97 @@
+"""Command-line flags shared by `serve`, `run-batch`, `chat` and `bench` (vLLM's flag names)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+DEMO_REASONING_PARSER = "qwen3"
+DEMO_TOOL_PARSER = "hermes"
+
+
+def _json_list(text: str) -> list[str]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = [part.strip() for part in text.split(",") if part.strip()]
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise argparse.ArgumentTypeError(f"expected a JSON list of strings, got {text!r}")
+    return value
+
+
+def _json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
+    return value
+
+
+def add_model_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
+    """The model, its parsers and the engine's sizes."""
+    if positional:
+        p.add_argument("model_tag", nargs="?", default=None, metavar="MODEL",
+                       help="HF model folder (default: the bundled demo model)")
+    p.add_argument("--model", default=None, help="same as MODEL")
+    p.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the model's)")
+    p.add_argument("--served-model-name", nargs="+", default=None,
+                   help="model name(s) the API answers to (default: the model path)")
+    p.add_argument("--reasoning-parser", default=None,
+                   help="reasoning format, e.g. qwen3 (demo model default: qwen3)")
+    p.add_argument("--tool-call-parser", default=None,
+                   help="tool-call format, e.g. hermes (demo model default: hermes)")
+    p.add_argument("--enable-auto-tool-choice", action="store_true",
+                   help="let the model decide to call tools (tool_choice auto)")
+    p.add_argument("--reasoning-parser-plugin", default=None,
+                   help="Python file that registers more reasoning parsers")
+    p.add_argument("--tool-parser-plugin", default=None,
+                   help="Python file that registers more tool parsers")
+    p.add_argument("--chat-template", default=None,
+                   help="Jinja chat template (file path or the template text)")
+    p.add_argument("--default-chat-template-kwargs", type=_json_object, default=None,
+                   help='JSON object passed to every chat template, e.g. {"enable_thinking": false}')
+    p.add_argument("--max-model-len", type=int, default=None, help="context length in tokens")
+    p.add_argument("--max-num-seqs", type=int, default=256, help="sequences run at once")
+    p.add_argument("--max-num-batched-tokens", type=int, default=None)
+    p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--block-size", type=int, default=16, help="KV-cache block size in tokens")
+    p.add_argument("--num-kv-blocks", type=int, default=None)
+    p.add_argument("--kv-cache-memory-bytes", type=int, default=None)
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    p.add_argument("--trust-remote-code", action="store_true")
+
+
+def add_server_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--api-key", default=None,
+                   help="require `Authorization: Bearer KEY` on /v1, /tokenize, /detokenize "
+                        "(env THINKGATE_API_KEY also works)")
+    p.add_argument("--allowed-origins", type=_json_list, default=["*"],
+                   help='CORS origins as a JSON list, e.g. \'["http://localhost:3000"]\'')
+    p.add_argument("--allowed-methods", type=_json_list, default=["*"])
+    p.add_argument("--allowed-headers", type=_json_list, default=["*"])
+    p.add_argument("--allow-credentials", action="store_true")
+    p.add_argument("--max-concurrent-requests", type=int, default=512,
+                   help="generation requests in flight (running + queued) before answering 429")
+    p.add_argument("--uvicorn-log-level", default="warning",
+                   choices=["critical", "error", "warning", "info", "debug", "trace"])
+
+
+def resolve_model_args(ns: argparse.Namespace) -> argparse.Namespace:
+    """Fill in the demo defaults: no model means the demo model with qwen3 + hermes + auto."""
+    model = getattr(ns, "model_tag", None) or ns.model
+    ns.model = model
+    if model is None:
+        ns.reasoning_parser = ns.reasoning_parser or DEMO_REASONING_PARSER
+        ns.tool_call_parser = ns.tool_call_parser or DEMO_TOOL_PARSER
+        ns.enable_auto_tool_choice = True
+    if ns.served_model_name is None:
+        ns.served_model_name = [model or "thinkgate-demo"]
+    return ns

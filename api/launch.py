@@ -1,0 +1,125 @@
+"""From parsed CLI flags to a running engine, the server state and the uvicorn server."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from thinkgate.api.metrics import ServerMetrics
+from thinkgate.api.server import ServerConfig, ServerState, build_app
+
+logger = logging.getLogger(__name__)
+
+
+def load_plugins(ns: argparse.Namespace) -> None:
+    """Import --reasoning-parser-plugin / --tool-parser-plugin files (they register parsers)."""
+    from thinkgate.parsers import load_plugin
+
+    for path in (ns.reasoning_parser_plugin, ns.tool_parser_plugin):
+        if path:
+            load_plugin(path)
+
+
+def chat_template_text(value: str | None) -> str | None:
+    """--chat-template takes a file path or the template itself."""
+    if value is None:
+        return None
+    path = Path(value)
+    if len(value) < 4096 and path.is_file():
+        return path.read_text(encoding="utf-8")
+    return value
+
+
+def engine_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
+    """The LLM/engine constructor arguments the flags name."""
+    return {
+        "model": ns.model,
+        "tokenizer": ns.tokenizer,
+        "dtype": ns.dtype,
+        "device": ns.device,
+        "seed": ns.seed,
+        "max_model_len": ns.max_model_len,
+        "max_num_seqs": ns.max_num_seqs,
+        "max_num_batched_tokens": ns.max_num_batched_tokens,
+        "block_size": ns.block_size,
+        "num_kv_blocks": ns.num_kv_blocks,
+        "kv_cache_memory_bytes": ns.kv_cache_memory_bytes,
+        "gpu_memory_utilization": ns.gpu_memory_utilization,
+        "trust_remote_code": ns.trust_remote_code,
+    }
+
+
+def chat_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
+    """The chat layer's settings the flags name."""
+    return {
+        "reasoning_parser": ns.reasoning_parser,
+        "tool_call_parser": ns.tool_call_parser,
+        "enable_auto_tool_choice": ns.enable_auto_tool_choice,
+        "chat_template": chat_template_text(ns.chat_template),
+        "default_chat_template_kwargs": ns.default_chat_template_kwargs,
+    }
+
+
+def start_engine(ns: argparse.Namespace) -> Any:
+    """The async engine for these flags, with grammar-constrained decoding (its step loop runs
+    off the event loop)."""
+    from thinkgate.engine.async_engine import AsyncLLMEngine
+    from thinkgate.engine.config import EngineConfig
+    from thinkgate.engine.constrained import ConstrainedDecoding
+    from thinkgate.engine.llm_engine import LLMEngine
+
+    kwargs = engine_kwargs(ns)
+    llm_engine = LLMEngine(EngineConfig(**kwargs))
+    llm_engine.structured_output = ConstrainedDecoding.for_engine(llm_engine,
+                                                                  ns.reasoning_parser)
+    return AsyncLLMEngine.from_engine(llm_engine)
+
+
+def build_state(ns: argparse.Namespace, engine: Any | None = None) -> ServerState:
+    """Engine + chat layer + HTTP config for a parsed `serve`/`run-batch` command line."""
+    from thinkgate.api.chat import ChatLayer
+
+    load_plugins(ns)
+    engine = engine if engine is not None else start_engine(ns)
+    config = ServerConfig(
+        served_model_names=tuple(ns.served_model_name),
+        api_key=getattr(ns, "api_key", None) or os.environ.get("THINKGATE_API_KEY"),
+        allowed_origins=tuple(getattr(ns, "allowed_origins", ["*"])),
+        allowed_methods=tuple(getattr(ns, "allowed_methods", ["*"])),
+        allowed_headers=tuple(getattr(ns, "allowed_headers", ["*"])),
+        allow_credentials=getattr(ns, "allow_credentials", False),
+        max_concurrent_requests=getattr(ns, "max_concurrent_requests", 1 << 30),
+    )
+    metrics = ServerMetrics(config.served_model_names[0])
+    chat = ChatLayer(engine.tokenizer, **chat_kwargs(ns))
+    state = ServerState(engine=engine, config=config, metrics=metrics, chat=chat,
+                        max_model_len=engine.engine.max_model_len)
+    stats = getattr(engine.engine, "stats", None)
+    if stats is not None:
+        metrics.watch_engine(lambda: _engine_gauges(stats()))
+    return state
+
+
+def _engine_gauges(stats: dict[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    if "num_waiting" in stats:
+        out["num_waiting"] = float(stats["num_waiting"])
+    total, free = stats.get("num_kv_blocks"), stats.get("num_free_blocks")
+    if total:
+        out["kv_cache_usage"] = 1.0 - float(free) / float(total)
+    return out
+
+
+def serve(ns: argparse.Namespace) -> None:
+    """`thinkgate serve`: load the model, then answer HTTP until interrupted."""
+    import uvicorn
+
+    state = build_state(ns)
+    app = build_app(state)
+    logger.info("serving %s on http://%s:%d", state.model_name, ns.host, ns.port)
+    print(f"thinkgate: serving {state.model_name!r} on http://{ns.host}:{ns.port}/v1", flush=True)
+    uvicorn.run(app, host=ns.host, port=ns.port, log_level=ns.uvicorn_log_level,
+                timeout_keep_alive=5)

@@ -1,0 +1,118 @@
+"""Prometheus metrics of the server: requests, tokens, queue, time to first token, inter-token latency.
+
+Each app owns its own registry (two servers in one process do not clash). Names follow vLLM's
+metrics with a `thinkgate_` prefix.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+                    0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
+
+
+class ServerMetrics:
+    """The server's counters and histograms; `observe_*` are called by the endpoints."""
+
+    def __init__(self, model_name: str) -> None:
+        self.registry = CollectorRegistry()
+        labels = {"model_name": model_name}
+        self._labels = labels
+        self.requests = Counter(
+            "thinkgate_requests", "HTTP requests by endpoint and status code",
+            ["endpoint", "status"], registry=self.registry,
+        )
+        self.prompt_tokens = Counter(
+            "thinkgate_prompt_tokens", "Prompt tokens processed", ["model_name"],
+            registry=self.registry,
+        ).labels(**labels)
+        self.generation_tokens = Counter(
+            "thinkgate_generation_tokens", "Tokens generated", ["model_name"],
+            registry=self.registry,
+        ).labels(**labels)
+        self.finished = Counter(
+            "thinkgate_request_success", "Finished generations by finish reason",
+            ["model_name", "finished_reason"], registry=self.registry,
+        )
+        self.running = Gauge(
+            "thinkgate_num_requests_running", "Generation requests in flight on the server",
+            ["model_name"], registry=self.registry,
+        ).labels(**labels)
+        self.waiting = Gauge(
+            "thinkgate_num_requests_waiting", "Requests queued in the engine scheduler",
+            ["model_name"], registry=self.registry,
+        ).labels(**labels)
+        self.kv_usage = Gauge(
+            "thinkgate_kv_cache_usage_perc", "Fraction of KV-cache blocks in use (0..1)",
+            ["model_name"], registry=self.registry,
+        ).labels(**labels)
+        self.rejected = Counter(
+            "thinkgate_requests_rejected", "Requests refused with 429 (queue full)",
+            ["model_name"], registry=self.registry,
+        ).labels(**labels)
+        self.ttft = Histogram(
+            "thinkgate_time_to_first_token_seconds", "Time from arrival to the first token",
+            ["model_name"], buckets=_LATENCY_BUCKETS, registry=self.registry,
+        ).labels(**labels)
+        self.itl = Histogram(
+            "thinkgate_inter_token_latency_seconds", "Time between consecutive output chunks "
+            "divided by the tokens they carry", ["model_name"], buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        ).labels(**labels)
+        self.e2e = Histogram(
+            "thinkgate_e2e_request_latency_seconds", "Time from arrival to the last token",
+            ["model_name"], buckets=_LATENCY_BUCKETS, registry=self.registry,
+        ).labels(**labels)
+        self._engine_stats: Callable[[], dict[str, float]] | None = None
+
+    def watch_engine(self, stats: Callable[[], dict[str, float]]) -> None:
+        """Read `num_waiting` / `kv_cache_usage` from the engine at every scrape."""
+        self._engine_stats = stats
+
+    def render(self) -> bytes:
+        if self._engine_stats is not None:
+            stats = self._engine_stats()
+            if "num_waiting" in stats:
+                self.waiting.set(stats["num_waiting"])
+            if "kv_cache_usage" in stats:
+                self.kv_usage.set(stats["kv_cache_usage"])
+        return generate_latest(self.registry)
+
+    def finish(self, reason: str | None) -> None:
+        self.finished.labels(model_name=self._labels["model_name"],
+                             finished_reason=reason or "abort").inc()
+
+
+class RequestTimer:
+    """Times one request's tokens: first token, then the gaps between later outputs."""
+
+    def __init__(self, metrics: ServerMetrics) -> None:
+        self.metrics = metrics
+        self.start = time.perf_counter()
+        self.last: float | None = None
+
+    def tokens(self, num_new: int) -> None:
+        if num_new <= 0:
+            return
+        now = time.perf_counter()
+        if self.last is None:
+            self.metrics.ttft.observe(now - self.start)
+        else:
+            gap = (now - self.last) / num_new
+            for _ in range(min(num_new, 64)):
+                self.metrics.itl.observe(gap)
+        self.last = now
+        self.metrics.generation_tokens.inc(num_new)
+
+    def done(self) -> None:
+        self.metrics.e2e.observe(time.perf_counter() - self.start)

@@ -1,0 +1,109 @@
+"""A real `thinkgate serve` subprocess on 127.0.0.1 (one per test module) and its clients."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+STARTUP_TIMEOUT_S = 120.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def thinkgate_command() -> list[str]:
+    script = Path(sys.executable).parent / "thinkgate"
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("thinkgate")
+    return [found] if found else [sys.executable, "-m", "thinkgate.api.cli"]
+
+
+class ServerProcess:
+    """`thinkgate serve` with the given flags; `.url` is the OpenAI base URL."""
+
+    def __init__(self, *flags: str, log_path: Path) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.url = f"{self.base}/v1"
+        model = os.environ.get("THINKGATE_TEST_MODEL")
+        cmd = [*thinkgate_command(), "serve", *([model] if model else []),
+               "--host", "127.0.0.1", "--port", str(self.port), *flags]
+        if model:  # a model folder given for local runs: keep the demo model's parsers
+            cmd += ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes",
+                    "--enable-auto-tool-choice", "--served-model-name", "thinkgate-demo"]
+        self.log_path = log_path
+        self._log = open(log_path, "w")
+        env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=True)
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"thinkgate serve exited early:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.base}/health", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.25)
+        self.stop()
+        raise RuntimeError(f"thinkgate serve did not become healthy:\n{self.log()}")
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text()[-5000:]
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+def start_server(tmp_path_factory: pytest.TempPathFactory, *flags: str) -> ServerProcess:
+    log = tmp_path_factory.mktemp("server") / "serve.log"
+    return ServerProcess(*flags, log_path=log)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    srv = start_server(tmp_path_factory)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def client(server: ServerProcess):
+    from openai import OpenAI
+
+    return OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def http(server: ServerProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.base, timeout=60) as c:
+        yield c
