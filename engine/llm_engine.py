@@ -194,6 +194,7 @@ class LLMEngine:
 
     # --- the step -------------------------------------------------------------------------
 
+    @torch.inference_mode()
     def step(self) -> list[RequestOutput]:
         batch = self.scheduler.schedule()
         if batch is None:

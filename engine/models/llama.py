@@ -54,6 +54,10 @@ class ArchConfig:
         arch = (cfg.get("architectures") or ["?"])[0]
         if arch not in ARCHITECTURES:
             raise ValueError(f"architecture {arch!r} has no native implementation")
+        required = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers")
+        missing = [key for key in (*required, "num_attention_heads") if key not in cfg]
+        if missing:
+            raise ValueError(f"config.json for {arch} lacks {missing}")
         rope = dict(cfg.get("rope_parameters") or {})
         scaling = cfg.get("rope_scaling") or rope or None
         theta = cfg.get("rope_theta", rope.get("rope_theta", 10000.0))
