@@ -7,12 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
-
+from checkpoints import make_checkpoint
 from thinkgate import LLM, SamplingParams
 from thinkgate.engine.config import EngineConfig
 from thinkgate.engine.llm_engine import LLMEngine
-
-from checkpoints import make_checkpoint
 
 PROMPT = "What is the capital of France? The capital"
 
@@ -68,9 +66,8 @@ def test_sharded_checkpoint_loads(tmp_path: Path) -> None:
 
 
 def test_other_architecture_falls_back_to_transformers(tmp_path: Path) -> None:
-    from transformers import AutoModelForCausalLM, GPT2Config
-
     from checkpoints import make_tokenizer
+    from transformers import AutoModelForCausalLM, GPT2Config
 
     tok = make_tokenizer(tmp_path)
     config = GPT2Config(
