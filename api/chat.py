@@ -28,6 +28,7 @@ from thinkgate.api.chat_constraints import (
     chat_constraint,
     normalize_tool_choice,
 )
+from thinkgate.engine.constrained import ConstrainedDecoding
 from thinkgate.engine.outputs import CompletionOutput, RequestOutput
 from thinkgate.engine.sampling_params import SamplingParams
 from thinkgate.parsers import Parser, StreamParser, collect, get_parser
@@ -288,3 +289,66 @@ def _template_call(call: Any) -> Any:
         if isinstance(args, dict):
             call["function"] = {**fn, "arguments": args}
     return call
+
+
+DEMO_PARSERS = {"reasoning_parser": "qwen3", "tool_call_parser": "hermes"}
+
+
+def chat_layer_for(llm: Any) -> ChatLayer:
+    """The `ChatLayer` of an `LLM` (built once): its parsers, or the demo model's by default."""
+    layer = getattr(llm, "_chat_layer", None)
+    if layer is None:
+        engine = llm.llm_engine
+        options = {k: v for k, v in getattr(llm, "extra_args", {}).items()
+                   if k in ("reasoning_parser", "tool_call_parser")}
+        if engine.config.model is None:
+            options = {**DEMO_PARSERS, **options}
+        if not isinstance(engine.structured_output, ConstrainedDecoding):
+            engine.structured_output = ConstrainedDecoding.for_engine(
+                engine, options.get("reasoning_parser"))
+        layer = ChatLayer(engine.tokenizer, **options)
+        llm._chat_layer = layer
+    return layer
+
+
+def llm_chat(llm: Any, messages: Sequence[Message] | Sequence[Sequence[Message]],
+             sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+             use_tqdm: bool = True, *, tools: Sequence[Mapping[str, Any]] | None = None,
+             tool_choice: ToolChoice = "auto", chat_template_kwargs: Mapping[str, Any] | None = None,
+             response_format: Mapping[str, Any] | None = None, chat_template: str | None = None,
+             add_generation_prompt: bool = True, reasoning_effort: str | None = None,
+             thinking_token_budget: int | None = None, parallel_tool_calls: bool = True
+             ) -> list[ChatOutput]:
+    """`LLM.chat`: one conversation (a list of messages) or a list of them -> ChatOutputs."""
+    layer = chat_layer_for(llm)
+    conversations = _conversations(messages)
+    if sampling_params is None or isinstance(sampling_params, SamplingParams):
+        params_list = [sampling_params] * len(conversations)
+    else:
+        params_list = list(sampling_params)
+        if len(params_list) != len(conversations):
+            raise ValueError(f"sampling_params has {len(params_list)} entries for "
+                             f"{len(conversations)} conversations")
+    requests = [layer.prepare(conv, params, tools=tools, tool_choice=tool_choice,
+                              response_format=response_format,
+                              chat_template_kwargs=chat_template_kwargs,
+                              reasoning_effort=reasoning_effort,
+                              thinking_token_budget=thinking_token_budget,
+                              parallel_tool_calls=parallel_tool_calls,
+                              add_generation_prompt=add_generation_prompt,
+                              chat_template=chat_template)
+                for conv, params in zip(conversations, params_list)]
+    outputs = llm.generate([r.prompt_token_ids for r in requests],
+                           [r.sampling_params for r in requests], use_tqdm=use_tqdm)
+    return [layer.chat_output(r, o) for r, o in zip(requests, outputs)]
+
+
+def _conversations(messages: Any) -> list[Sequence[Message]]:
+    if isinstance(messages, Sequence) and messages and not isinstance(messages, str):
+        first = messages[0]
+        if isinstance(first, Mapping):
+            return [messages]
+        if isinstance(first, Sequence) and not isinstance(first, str):
+            return list(messages)
+    raise ValueError("messages must be a list of messages or a list of conversations, got "
+                     f"{messages!r}")

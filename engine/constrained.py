@@ -45,6 +45,18 @@ class ConstrainedDecoding(StructuredOutputHook):
         self._grammar: Grammar | None = None
         self._fill_started = False
 
+    @classmethod
+    def for_engine(cls, engine: Any, reasoning_parser: str | None = None) -> ConstrainedDecoding:
+        """The hook for a loaded `LLMEngine` (its tokenizer, vocab, stop ids and batch limit)."""
+        reasoning = None
+        if reasoning_parser:
+            from thinkgate.parsers import get_reasoning_format
+
+            reasoning = get_reasoning_format(reasoning_parser, engine.tokenizer)
+        return cls(engine.tokenizer, engine.vocab_size, sorted(engine.eos_token_ids),
+                   max_num_seqs=engine.config.max_num_seqs, device=engine.device,
+                   reasoning=reasoning)
+
     @property
     def grammar(self) -> Grammar:
         """The xgrammar layer, built on first use (the tokenizer scan costs ~1 s on 150k vocabs)."""

@@ -6,9 +6,10 @@ anyway, whether a row's matcher should see a token, and counts reasoning tokens 
 
 Semantics (per row): while thinking, each sampled id advances a match of the end-of-thinking
 marker (one id or several; partial matches fall back like KMP, so `a a b` is found in
-`a a a b`). When the match completes the row is answering. With a `budget`, once that many
-tokens were sampled while thinking the row must emit the rest of the marker: `forced_token()`
-names the next one. These are exactly the semantics of `kernels/reasoning.py`.
+`a a a b`). When the match completes the row is answering, and the marker's ids are not reasoning
+tokens. With a `budget`, once that many free reasoning tokens are spent the row must emit the
+rest of the marker: `forced_token()` names the next one. These are exactly the semantics of
+`kernels/reasoning.py` (tests/constrained/test_reasoning_gate.py checks it step by step).
 """
 
 from __future__ import annotations
@@ -33,11 +34,11 @@ class ReasoningGate:
     """One row's thinking/answering state, the host twin of a `kernels.ReasoningState` slot.
 
     end_ids: the end-of-thinking marker's token ids; answering: the prompt already closed
-    thinking; budget: reasoning tokens (marker ids included, as the kernel counts them) after
-    which the rest of the marker is forced; None = unlimited.
+    thinking; budget: free reasoning tokens (a partly matched marker not counted) after which
+    the rest of the marker is forced; None = unlimited.
     """
 
-    __slots__ = ("end_ids", "answering", "budget", "progress", "num_thinking_tokens", "_fail")
+    __slots__ = ("end_ids", "answering", "budget", "progress", "num_reasoning_tokens", "_fail")
 
     def __init__(self, end_ids: Sequence[int], answering: bool = False,
                  budget: int | None = None) -> None:
@@ -49,19 +50,14 @@ class ReasoningGate:
         self.answering = answering
         self.budget = budget
         self.progress = 0  # marker ids matched so far
-        self.num_thinking_tokens = 0  # ids sampled while thinking, the marker's included
+        self.num_reasoning_tokens = 0  # ids sampled while thinking, the completed marker's not
         self._fail = _failure(self.end_ids)
-
-    @property
-    def num_reasoning_tokens(self) -> int:
-        """Reasoning tokens for usage: thinking ids without the completed end marker."""
-        if self.answering and self.num_thinking_tokens:
-            return self.num_thinking_tokens - len(self.end_ids)
-        return self.num_thinking_tokens
 
     def forced_token(self) -> int | None:
         """The id the row must sample next (budget spent, marker not complete), else None."""
-        if self.answering or self.budget is None or self.num_thinking_tokens < self.budget:
+        if self.answering or self.budget is None:
+            return None
+        if self.num_reasoning_tokens - self.progress < self.budget:
             return None
         return self.end_ids[self.progress]
 
@@ -74,7 +70,9 @@ class ReasoningGate:
             k = self._fail[k - 1]
         if marker[k] == token_id:
             k += 1
-        self.num_thinking_tokens += 1
         if k == len(marker):
             self.answering, k = True, 0
+            self.num_reasoning_tokens -= len(marker) - 1  # its earlier ids were counted
+        else:
+            self.num_reasoning_tokens += 1
         self.progress = k
