@@ -6,7 +6,6 @@ import random
 
 import pytest
 import torch
-
 from thinkgate.engine.reasoning_gate import ReasoningGate
 from thinkgate.kernels.reasoning import (
     ReasoningState,
