@@ -85,6 +85,6 @@ SPECS = [
          "<|channel|>commentary to=functions.", "to=functions."), "json_args",
         end=("<|call|>",),
         header=Header(name_end=(" ", "<|constrain|>", "<|message|>"), skip_to="<|message|>",
-                      render="{name} <|constrain|>json")),), "OpenAI gpt-oss (Harmony)",
+                      render="{name} <|constrain|>json", render_end="")),), "OpenAI gpt-oss (Harmony)",
         extra_markers=("<|message|>", "<|constrain|>")),
 ]

@@ -68,10 +68,8 @@ SPECS = [
                              NAMED_PARAM, "</invoke>"), "rednote dots.llm"),
     ToolSpec("step3", (Region(
         ("<｜tool_calls_begin｜>",), "xml", end=("<｜tool_calls_end｜>",),
-        call_begin=("<｜tool_call_begin｜>",), call_end=("<｜tool_call_end｜>",),
-        header=Header(name_end=(">",),
-                      strip_prefixes=("function<｜tool_sep｜><steptml:invoke name=",),
-                      render="function<｜tool_sep｜><steptml:invoke name=\"{name}\""),
+        call_begin=("<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=",),
+        call_end=("<｜tool_call_end｜>",), header=_FN,
         params=ParamSyntax("<steptml:parameter name=", ">", "</steptml:parameter>",
                            trim_newline=False),
         call_close="</steptml:invoke>", render_args="xml"),), "StepFun Step-3"),

@@ -25,7 +25,8 @@ class Header:
     skip_to: str = ""                  # after the name, skip up to and including this marker
     id_is_header: bool = False         # Kimi: the header is the call id, "functions.NAME:IDX"
     attrs: bool = False                # the header is attributes: '"NAME" index="0"'
-    render: str = "{name}"             # how the renderer writes the header (before name_end[0])
+    render: str = "{name}"             # how the header is written; "{index}" is a call counter
+    render_end: str | None = None      # written after it; None: name_end[0] (or nothing)
 
 
 @dataclass(frozen=True)

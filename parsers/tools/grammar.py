@@ -1,0 +1,121 @@
+"""Each tool format's xgrammar constraint, built from the same data the parser reads.
+
+``tool_call_structural_tag(name, tools, tool_choice)`` returns a structural tag (a dict in
+xgrammar's ``{"type": "structural_tag", "format": ...}`` shape; ``Grammar.from_structural_tag``
+and the engine's grammar manager take it as is):
+
+- ``tool_choice="required"``: one or more calls (one with ``parallel_tool_calls=False``) of the
+  given tools in the format's own syntax, nothing else;
+- a named function (``{"type": "function", "function": {"name": ...}}`` or the bare name):
+  exactly that call;
+- ``"auto"``: free text; once the format's start marker is written, a schema-valid call must
+  follow (strict tools). ``"none"`` has no constraint (returns None).
+
+With ``reasoning_end`` (e.g. ``"</think>"``) the grammar first leaves the reasoning free up to
+that marker; without it the grammar starts where the reasoning ended (the engine applies
+grammars only after thinking).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .args_syntax import args_format
+from .convert import tool_parameters
+from .formats import get_tool_spec
+from .layout import RegionLayout, region_layout
+
+
+def _tool_names(tools: Sequence[dict[str, Any]] | None) -> list[str]:
+    names = []
+    for tool in tools or ():
+        fn = tool.get("function", tool) if isinstance(tool, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise ValueError(f"tool without a function name: {tool!r}")
+        names.append(fn["name"])
+    return names
+
+
+def _call_tag(lay: RegionLayout, name: str, tools: Sequence[dict[str, Any]] | None) -> dict:
+    call = lay.call(name)
+    args = args_format(lay.region, tool_parameters(list(tools or ()), name))
+    if call.has_index:
+        args = {"type": "sequence", "elements": [
+            {"type": "regex", "pattern": "[0-9]{1,4}"},
+            {"type": "const_string", "value": call.after_index}, args]}
+    return {"type": "tag", "begin": call.begin, "content": args, "end": call.end}
+
+
+def _calls(lay: RegionLayout, tags: list[dict], at_least_one: bool, one: bool) -> dict:
+    calls: dict = {"type": "tags_with_separator", "tags": tags, "separator": lay.sep,
+                   "at_least_one": at_least_one, "stop_after_first": one}
+    if not lay.open and not lay.close:
+        return calls
+    return {"type": "sequence", "elements": [
+        {"type": "const_string", "value": lay.open}, calls,
+        {"type": "const_string", "value": lay.close}]}
+
+
+def _named(tool_choice: Any) -> str | None:
+    if isinstance(tool_choice, str):
+        return None if tool_choice in ("auto", "required", "none") else tool_choice
+    if isinstance(tool_choice, dict):
+        fn = tool_choice.get("function", tool_choice)
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            return fn["name"]
+    raise ValueError(f"tool_choice must be 'auto', 'required', 'none' or a named function, "
+                     f"got {tool_choice!r}")
+
+
+def tool_call_structural_tag(tool_parser_name: str, tools: Sequence[dict[str, Any]] | None,
+                             tool_choice: Any = "required", *, reasoning_end: str | None = None,
+                             parallel_tool_calls: bool = True) -> dict | None:
+    """The xgrammar structural tag making a model write calls in ``tool_parser_name``'s syntax."""
+    spec = get_tool_spec(tool_parser_name)
+    names = _tool_names(tools)
+    if tool_choice == "none":
+        return None
+    named = _named(tool_choice)
+    if named is not None and named not in names:
+        raise ValueError(f"tool_choice names {named!r}, which is not among the tools {names}")
+    if not names:
+        raise ValueError(f"tool_choice={tool_choice!r} needs at least one tool")
+    lay = region_layout(spec)
+    if named is not None:
+        fmt = _calls(lay, [_call_tag(lay, named, tools)], True, True)
+    elif tool_choice == "required":
+        fmt = _calls(lay, [_call_tag(lay, n, tools) for n in names], True,
+                     not parallel_tool_calls)
+    else:
+        fmt = _auto(lay, names, tools, parallel_tool_calls)
+    if reasoning_end:
+        fmt = {"type": "sequence", "elements": [
+            {"type": "tag", "begin": "", "content": {"type": "any_text"}, "end": reasoning_end},
+            fmt]}
+    return {"type": "structural_tag", "format": fmt}
+
+
+def _auto(lay: RegionLayout, names: list[str], tools: Sequence[dict[str, Any]] | None,
+          parallel: bool) -> dict:
+    tags = [_call_tag(lay, n, tools) for n in names]
+    if lay.open or lay.close:
+        tags = [{"type": "tag", "begin": lay.open,
+                 "content": {"type": "tags_with_separator", "tags": tags, "separator": lay.sep,
+                             "at_least_one": True, "stop_after_first": not parallel},
+                 "end": lay.close}]
+    return {"type": "triggered_tags", "triggers": [lay.trigger], "tags": tags,
+            "at_least_one": False, "stop_after_first": not parallel}
+
+
+def render_calls(tool_parser_name: str, calls: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    """``calls`` written in the format's canonical syntax (what its grammar accepts)."""
+    from .args_syntax import render_args
+
+    lay = region_layout(get_tool_spec(tool_parser_name))
+    parts = []
+    for i, (name, args) in enumerate(calls):
+        c = lay.call(name)
+        body = render_args(lay.region, args)
+        parts.append(c.begin + (str(i) + c.after_index if c.has_index else "") + body + c.end)
+    return lay.open + lay.sep.join(parts) + lay.close
