@@ -209,6 +209,8 @@ class LLMEngine:
 
     def _record(self, seqs: list[Sequence], sampled: SamplerOutput) -> None:
         for seq, token, entry in zip(seqs, sampled.token_ids, sampled.logprobs):
+            if token < 0:
+                continue
             if seq.output_counts is not None:
                 seq.output_counts[token] += 1
             if entry is not None and seq.logprobs is not None:

@@ -10,10 +10,12 @@ Logprobs, when asked, are those of the raw model distribution (vLLM's default).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from thinkgate.engine.outputs import Logprob
 from thinkgate.engine.sequence import Sequence
+from thinkgate.kernels import SamplingTensors, sample
 
 
 @dataclass
@@ -30,21 +32,24 @@ class Sampler:
         self.device = device
 
     def __call__(
-        self, logits: torch.Tensor, seqs: list[Sequence], bitmask: torch.Tensor | None = None
+        self,
+        logits: torch.Tensor,
+        seqs: list[Sequence],
+        bitmask: torch.Tensor | None = None,
+        **gate: Any,
     ) -> SamplerOutput:
-        """Sample one token per row of `logits` (B, V) float32; `logits` is modified in place."""
+        """Sample one token per row of `logits` (B, V) float32; `logits` is modified in place.
+
+        `bitmask` (B, W) int32 and the `gate` keywords (`grammar_rows`, `reasoning`, `slots`)
+        are passed to `thinkgate.kernels.sample` unchanged (see its docstring)."""
         want_logprobs = [i for i, s in enumerate(seqs) if s.params.logprobs is not None]
         raw_logprobs = torch.log_softmax(logits[want_logprobs], dim=-1) if want_logprobs else None
         self._apply_processors(logits, seqs)
-        if bitmask is not None:
-            from thinkgate.kernels import apply_token_bitmask_inplace
-
-            apply_token_bitmask_inplace(logits, bitmask)
-        token_ids = self._sample(logits, seqs)
+        token_ids = self._sample(logits, seqs, bitmask, **gate)
         out: list[tuple[float, int, list[tuple[int, float]]] | None] = [None] * len(seqs)
         if raw_logprobs is not None:
             rows = torch.tensor(want_logprobs, device=logits.device)
-            chosen = token_ids[rows]
+            chosen = token_ids[rows].clamp(min=0)
             chosen_lp = raw_logprobs.gather(1, chosen.unsqueeze(1)).squeeze(1)  # (R,)
             ranks = (raw_logprobs > chosen_lp.unsqueeze(1)).sum(1) + 1
             k = max(seqs[i].params.logprobs or 0 for i in want_logprobs)
@@ -74,18 +79,38 @@ class Sampler:
                 if banned:
                     logits[row, banned] = float("-inf")
 
-    def _sample(self, logits: torch.Tensor, seqs: list[Sequence]) -> torch.Tensor:
-        if all(seq.params.greedy for seq in seqs):
+    def _sample(
+        self, logits: torch.Tensor, seqs: list[Sequence], bitmask: torch.Tensor | None, **gate: Any
+    ) -> torch.Tensor:
+        """Greedy rows without a grammar or gate take the argmax (what the kernel computes for
+        them); every other row goes through the kernels' fused masked sampler."""
+        greedy = [seq.params.greedy for seq in seqs]
+        if all(greedy) and bitmask is None and not gate:
             return logits.argmax(dim=-1)
-        params = [seq.params for seq in seqs]
-        dev = logits.device
-        temperature = torch.tensor([p.temperature for p in params], dtype=torch.float32, device=dev)
-        top_k = torch.tensor([p.top_k for p in params], dtype=torch.int32, device=dev)
-        top_p = torch.tensor([p.top_p for p in params], dtype=torch.float32, device=dev)
-        min_p = torch.tensor([p.min_p for p in params], dtype=torch.float32, device=dev)
-        seeds = torch.tensor([s.seed for s in seqs], dtype=torch.int64, device=dev)
-        steps = torch.tensor([s.num_output_tokens for s in seqs], dtype=torch.int64, device=dev)
-        return sample_ref(logits, temperature, top_k, top_p, min_p, seeds, steps)
+        rows = (
+            list(range(len(seqs)))
+            if bitmask is not None or gate
+            else [i for i, g in enumerate(greedy) if not g]
+        )
+        token_ids = logits.argmax(dim=-1)
+        sub = logits if len(rows) == len(seqs) else logits[rows]
+        params = [seqs[i].params for i in rows]
+        tensors = SamplingTensors.from_lists(
+            temperature=[0.0 if p.greedy else p.temperature for p in params],
+            seeds=[seqs[i].seed for i in rows],
+            steps=[seqs[i].num_output_tokens for i in rows],
+            top_k=[p.top_k for p in params] if any(p.top_k > 0 for p in params) else None,
+            top_p=[p.top_p for p in params] if any(p.top_p < 1 for p in params) else None,
+            min_p=[p.min_p for p in params] if any(p.min_p > 0 for p in params) else None,
+            device=logits.device,
+        )
+        sampled = sample(
+            sub, tensors, bitmask=bitmask, vocab_size=self.vocab_size, **gate
+        ).token_ids
+        if len(rows) == len(seqs):
+            return sampled
+        token_ids[rows] = sampled
+        return token_ids
 
 
 def _apply_penalties(row: torch.Tensor, seq: Sequence) -> None:
@@ -105,38 +130,6 @@ def _apply_penalties(row: torch.Tensor, seq: Sequence) -> None:
         row -= params.frequency_penalty * counts.to(row.dtype)
     if params.presence_penalty:
         row -= params.presence_penalty * (counts > 0).to(row.dtype)
-
-
-def sample_ref(
-    logits: torch.Tensor,  # (B, V) float32
-    temperature: torch.Tensor,  # (B,) 0 = greedy
-    top_k: torch.Tensor,  # (B,) 0 = off
-    top_p: torch.Tensor,  # (B,) 1 = off
-    min_p: torch.Tensor,  # (B,) 0 = off
-    seeds: torch.Tensor,  # (B,) int64
-    steps: torch.Tensor,  # (B,) int64
-) -> torch.Tensor:
-    """Gumbel-max sampling whose noise depends only on (seed, step): batch-independent."""
-    greedy = temperature < 1e-5
-    x = logits / torch.where(greedy, 1.0, temperature).unsqueeze(1)
-    if bool((top_k > 0).any()) or bool((top_p < 1).any()):
-        sorted_x, order = x.sort(dim=-1, descending=True)
-        ranks = torch.arange(x.shape[1], device=x.device).unsqueeze(0)
-        drop = (top_k.unsqueeze(1) > 0) & (ranks >= top_k.unsqueeze(1))
-        probs = torch.softmax(sorted_x.masked_fill(drop, float("-inf")), dim=-1)
-        drop |= (probs.cumsum(-1) - probs) > top_p.unsqueeze(1)
-        x = x.scatter(1, order, sorted_x.masked_fill(drop, float("-inf")))
-    if bool((min_p > 0).any()):
-        probs = torch.softmax(x, dim=-1)
-        x = x.masked_fill(
-            probs < min_p.unsqueeze(1) * probs.max(-1, keepdim=True).values, float("-inf")
-        )
-    noise = torch.empty_like(x)
-    for row, (seed, step) in enumerate(zip(seeds.tolist(), steps.tolist())):
-        gen = torch.Generator(device=x.device).manual_seed((seed * 1_000_003 + step) % (1 << 63))
-        noise[row].exponential_(generator=gen)
-    sampled = (x - noise.log()).argmax(dim=-1)  # argmax of x + Gumbel(0, 1)
-    return torch.where(greedy, logits.argmax(dim=-1), sampled)
 
 
 def make_logprob_entry(

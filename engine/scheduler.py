@@ -97,10 +97,13 @@ class Scheduler:
         """Append each sampled token, apply the stop rules, free finished sequences' blocks."""
         finished = []
         for seq, token in zip(seqs, token_ids):
-            seq.num_cached_tokens = seq.num_tokens  # K/V of every token before `token`
-            seq.token_ids.append(token)
             seq.detokenizer.new_text = ""
-            if self._check_stop(seq, token):
+            if token < 0:  # the sampler found no allowed token (e.g. a grammar dead end)
+                seq.finish("abort", "no allowed token")
+            else:
+                seq.num_cached_tokens = seq.num_tokens  # K/V of every token before `token`
+                seq.token_ids.append(token)
+            if seq.is_finished or self._check_stop(seq, token):
                 seq.detokenizer.flush()
                 self.block_manager.free(seq)
                 self.running.remove(seq)
