@@ -7,7 +7,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-
 from thinkgate import LLM, SamplingParams
 
 PROMPTS = [
