@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from thinkgate.api.errors import context_length_error
+from thinkgate.api.errors import APIError, context_length_error
 from thinkgate.api.metrics import RequestTimer
 from thinkgate.engine.outputs import Logprob, RequestOutput
 from thinkgate.engine.sampling_params import RequestOutputKind
@@ -93,17 +93,27 @@ def _deltas(out: RequestOutput, run: RequestRun) -> list[SampleDelta]:
 
 
 async def generate(
-    state: Any, prompt_ids: list[int], params: Any, request_id: str, run: RequestRun
+    state: Any, prompt_ids: list[int], params: Any, request_id: str, run: RequestRun,
+    constraint_param: str | None = None,
 ) -> AsyncIterator[list[SampleDelta]]:
-    """Yield lists of deltas until every sample finished; abort in the engine if closed early."""
+    """Yield lists of deltas until every sample finished; abort in the engine if closed early.
+
+    The engine rejects a bad constraint (schema, regex, grammar) when the request is added;
+    that ValueError becomes a 400 naming `constraint_param`, the field the constraint came from.
+    """
     state.admit()
     timer = RequestTimer(state.metrics)
     state.metrics.prompt_tokens.inc(len(prompt_ids))
     finished = False
     params = replace(params, output_kind=RequestOutputKind.DELTA)
+    stream = state.engine.generate(list(prompt_ids), params, request_id)
     try:
-        stream = state.engine.generate(list(prompt_ids), params, request_id)
-        async for out in stream:
+        try:
+            out = await anext(stream, None)
+        except ValueError as exc:
+            param = constraint_param if "structured_outputs" in str(exc) else None
+            raise APIError(str(exc), param=param) from exc
+        while out is not None:
             deltas = _deltas(out, run)
             timer.tokens(sum(len(d.token_ids) for d in deltas))
             for d in deltas:
@@ -114,7 +124,9 @@ async def generate(
             if out.finished:
                 finished = True
                 break
+            out = await anext(stream, None)
     finally:
+        await stream.aclose()
         state.release()
         timer.done()
         if not finished:

@@ -20,7 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from thinkgate.api.errors import APIError, error_body, to_error, unknown_model_error
 from thinkgate.api.metrics import ServerMetrics
@@ -114,9 +114,14 @@ async def parse_body(request: Request, model: type[BaseModel]) -> Any:
 
 
 def _install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(Exception)
-    async def _any(request: Request, exc: Exception) -> JSONResponse:
+    async def _handle(request: Request, exc: Exception) -> JSONResponse:
         return error_response(exc)
+
+    # Client errors get their own handlers: Starlette re-raises whatever reaches the catch-all
+    # `Exception` handler (after answering), which would log a traceback and drop the connection.
+    for kind in (APIError, ValidationError, ValueError, TypeError, KeyError):
+        app.add_exception_handler(kind, _handle)
+    app.add_exception_handler(Exception, _handle)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

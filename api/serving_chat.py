@@ -85,7 +85,16 @@ class _Chat:
 
     def stream(self) -> AsyncIterator[tuple[int, list[SampleDelta]]]:
         ids = self.prepared.prompt_token_ids
-        return merge([generate(self.state, ids, self.params, self.id, self.run)])
+        return merge([generate(self.state, ids, self.params, self.id, self.run,
+                               self.constraint_param())])
+
+    def constraint_param(self) -> str:
+        """The request field a constraint the engine rejects came from."""
+        if self.req.structured_outputs is not None:
+            return "structured_outputs"
+        if self.req.response_format is not None and self.req.response_format.type != "text":
+            return "response_format"
+        return "tools"
 
     def message_fields(self, fields: dict[str, Any]) -> dict[str, Any]:
         """Apply include_reasoning and the `reasoning_content` alias to a message or delta."""

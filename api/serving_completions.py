@@ -63,7 +63,7 @@ class _Completion:
                      for i, (_, ids) in enumerate(self.prompts)]
 
     def streams(self) -> list[AsyncIterator[list[SampleDelta]]]:
-        return [generate(self.state, ids, params, run.request_id, run)
+        return [generate(self.state, ids, params, run.request_id, run, "structured_outputs")
                 for (_, ids), params, run in zip(self.prompts, self.params, self.runs)]
 
     def choice(self, prompt_index: int, delta: SampleDelta, text: str, offset: int) -> dict:
