@@ -46,7 +46,7 @@ def logit_floor(
         before = kept.cumsum(dim=1) - kept
         keep &= (before < top_p.float()[:, None]) | (top_p.float() >= 1)[:, None]
     if min_p is not None:
-        keep &= probs >= (min_p.float().clamp(min=0) * probs[:, :1])
+        keep &= probs >= min_p.float().clamp(min=0)[:, None] * probs[:, :1]
     keep[:, 0] = True
     last = keep.sum(dim=1, keepdim=True) - 1
     floor = sorted_x.gather(1, last)[:, 0]

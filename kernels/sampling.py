@@ -288,22 +288,22 @@ def sample_triton(
     ws_f, ws_i, counter = _workspace(device, num_rows * splits, num_rows)
     scale = temperature_scale(temperature)
     st = reasoning
-    dummy = scale
+    di, df = ws_i, ws_f  # stand-ins for absent int / float tensors (never read)
     _sample_kernel[(num_rows, splits)](
         logits, logits.stride(0), num_cols,
-        bitmask if bitmask is not None else dummy,
+        bitmask if bitmask is not None else di,
         bitmask.stride(0) if bitmask is not None else 0,
         bitmask.shape[1] if bitmask is not None else 0,
         min(cover if cover is not None else 2**31 - 1,
             32 * bitmask.shape[1] if bitmask is not None else 0),
-        grammar_rows if grammar_rows is not None else dummy,
-        slots if slots is not None else dummy,
-        st.thinking if st else dummy, st.progress if st else dummy,
-        st.num_reasoning_tokens if st else dummy, st.budget if st else dummy,
-        st.grammar_in_reasoning if st else dummy, st.end_ids if st else dummy,
-        st.end_len if st else dummy,
-        scale, seeds, steps, floor if floor is not None else dummy,
-        ids, lp if lp is not None else dummy, ws_f, ws_i, counter,
+        grammar_rows if grammar_rows is not None else di,
+        slots if slots is not None else di,
+        st.thinking if st else di, st.progress if st else di,
+        st.num_reasoning_tokens if st else di, st.budget if st else di,
+        st.grammar_in_reasoning if st else di, st.end_ids if st else di,
+        st.end_len if st else di,
+        scale, seeds, steps, floor if floor is not None else df,
+        ids, lp if lp is not None else df, ws_f, ws_i, counter,
         chunk,
         HAS_MASK=bitmask is not None, HAS_GRAMMAR_ROWS=grammar_rows is not None,
         HAS_REASONING=st is not None, HAS_SLOTS=slots is not None, HAS_FLOOR=floor is not None,

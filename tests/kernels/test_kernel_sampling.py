@@ -1,0 +1,137 @@
+"""Fused masked sampling: Triton == twin exactly (ids), logprobs close, gate and forcing."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from kernel_inputs import random_bitmask, random_logits
+from thinkgate.kernels import ReasoningState, SamplingTensors, sample
+from thinkgate.kernels.bitmask import apply_token_bitmask_inplace_ref
+from thinkgate.kernels.sampling import sample_ref, sample_triton
+
+VOCABS = [1, 31, 32, 33, 8192, 32000, 32001, 151936]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+# the interpreter computes discarded lanes of -inf rows too (e.g. -inf - -inf); harmless
+pytestmark = [pytest.mark.filterwarnings("ignore:invalid value encountered in subtract"),
+              pytest.mark.filterwarnings("ignore:divide by zero encountered in log2")]
+
+
+def _inputs(rows: int, device: str, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    temperature = torch.tensor([0.0, 1.0, 0.7, 1.5] * rows)[:rows]
+    return {
+        "temperature": temperature.to(device),
+        "seeds": torch.randint(0, 2**62, (rows,), generator=gen).to(device),
+        "steps": torch.randint(0, 2**40, (rows,), generator=gen).to(device),
+    }
+
+
+def _both(logits: torch.Tensor, splits: int = 1, tile: int = 1024, **kw):
+    ours = sample_triton(logits, **kw, logprobs=True, num_splits=splits, tile=tile)
+    twin = sample_ref(logits, **kw, logprobs=True)
+    assert torch.equal(ours[0], twin[0])
+    torch.testing.assert_close(ours[1], twin[1], rtol=1e-4, atol=1e-4)
+    return ours
+
+
+@pytest.mark.parametrize("vocab", VOCABS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_triton_matches_twin(vocab: int, dtype: torch.dtype, gen, device) -> None:
+    rows = 2 if vocab > 100_000 else 4  # row 0 greedy, row 1 sampled, ...
+    logits = random_logits(rows, vocab, dtype, gen, pad=5).to(device)
+    bitmask = random_bitmask(rows, vocab, gen).to(device)
+    kw = _inputs(rows, device, gen)
+    splits = 4 if vocab >= 8192 else 1
+    tile = 8192 if vocab > 8192 else 1024
+    _both(logits, splits, tile, **kw)
+    ids, _ = _both(logits, splits, tile, bitmask=bitmask, **kw)
+    allowed = logits.clone()
+    apply_token_bitmask_inplace_ref(allowed, bitmask)
+    for r, i in enumerate(ids.tolist()):
+        assert i == -1 if torch.isneginf(allowed[r]).all() else torch.isfinite(allowed[r, i])
+    assert torch.equal(ids[0], allowed[0].float().argmax()) or ids[0] == -1  # greedy row
+
+
+@pytest.mark.parametrize("splits", [1, 8])
+@pytest.mark.parametrize("tile", [512, 2048])
+def test_split_and_tile_do_not_change_results(splits: int, tile: int, gen, device) -> None:
+    logits = random_logits(5, 5000, torch.bfloat16, gen).to(device)
+    bitmask = random_bitmask(5, 5000, gen).to(device)
+    grammar_rows = torch.tensor([True, False, True, True, False], device=device)
+    _both(logits, splits, tile, bitmask=bitmask, grammar_rows=grammar_rows,
+          **_inputs(5, device, gen))
+
+
+def test_greedy_ties_pick_the_first_and_nan_or_banned_rows(device) -> None:
+    logits = torch.tensor([[1.0, 3.0, 3.0, 0.0], [float("nan"), 2.0, 2.0, 5.0],
+                           [float("-inf")] * 4], device=device)
+    kw = {"temperature": torch.zeros(3, device=device),
+          "seeds": torch.zeros(3, dtype=torch.int64, device=device),
+          "steps": torch.zeros(3, dtype=torch.int64, device=device)}
+    bitmask = torch.tensor([[0b1111], [0b0111], [0b1111]], dtype=torch.int32, device=device)
+    ids, _ = _both(logits, bitmask=bitmask, **kw)
+    assert ids.tolist() == [1, 1, -1]
+
+
+def test_reasoning_gate_and_forced_tokens(gen, device) -> None:
+    vocab = 300
+    # row 0 thinks (no grammar yet), row 1 answers (grammar), row 2 thinks with grammar inside,
+    # row 3 thinks with its budget spent (forced), rows 4-5 are slots 5 and 4 of the state
+    state = ReasoningState.allocate(6, 3, device=device)
+    state.set_slot(0, [290, 291])
+    state.set_slot(1, [290, 291], thinking=False)
+    state.set_slot(2, [290, 291], grammar_in_reasoning=True)
+    state.set_slot(3, [290, 291, 292], budget=0)
+    state.set_slot(4, [290], budget=0)
+    state.set_slot(5, None)
+    state.progress[3] = 1
+    state.num_reasoning_tokens[3] = 1  # one marker token already emitted
+    slots = torch.tensor([0, 1, 2, 3, 5, 4], device=device)
+    logits = random_logits(6, vocab, torch.float32, gen).to(device)
+    bitmask = torch.zeros(6, 10, dtype=torch.int32, device=device)
+    bitmask[:, 0] = 0b10  # the grammar allows only token 1
+    kw = _inputs(6, device, gen)
+    ids, lp = _both(logits, 2, 256, bitmask=bitmask, reasoning=state, slots=slots, **kw)
+    assert ids[1] == 1 and ids[2] == 1 and ids[4] == 1  # grammar applies
+    assert ids[0] != 1 or logits[0].argmax() == 1  # still thinking: unconstrained
+    assert ids[3] == 291 and ids[5] == 290  # forced marker tokens
+    assert lp[3] == 0.0 and lp[5] == 0.0
+    assert lp[1] == 0.0  # a single allowed token has probability 1
+
+
+def test_public_sample_dispatches_and_filters(gen, device) -> None:
+    logits = random_logits(4, 1000, torch.float32, gen).to(device)
+    sampling = SamplingTensors.from_lists([1.0, 0.8, 1.0, 0.0], seeds=[1, 2, 3, 4],
+                                          steps=[0, 0, 0, 0], top_k=[5, 0, 0, 3],
+                                          top_p=[1.0, 0.5, 1.0, 1.0], min_p=[0.0, 0.0, 0.2, 0.0],
+                                          device=device)
+    out = sample(logits, sampling, return_logprobs=True)
+    top5 = logits[0].topk(5).indices.tolist()
+    assert out.token_ids[0] in top5
+    assert out.token_ids[3] == logits[3].argmax()
+    probs = torch.softmax(logits[2], 0)
+    assert probs[out.token_ids[2]] >= 0.2 * probs.max()
+    assert out.logprobs is not None and torch.isfinite(out.logprobs).all()
+
+
+def test_row_results_do_not_depend_on_the_batch(gen, device) -> None:
+    logits = random_logits(6, 2000, torch.float32, gen).to(device)
+    kw = _inputs(6, device, gen)
+    full, _ = sample_triton(logits, **kw, num_splits=2, tile=512)
+    part = {k: v[[4, 1]] for k, v in kw.items()}
+    sub, _ = sample_triton(logits[[4, 1]], **part, num_splits=1, tile=1024)
+    assert sub.tolist() == full[[4, 1]].tolist()
+
+
+def test_bad_arguments_raise_value_error(device) -> None:
+    logits = torch.zeros(2, 64, device=device)
+    ok = SamplingTensors.from_lists([1.0, 1.0], device=device)
+    with pytest.raises(ValueError, match="sampling.seeds must be"):
+        sample(logits, SamplingTensors(ok.temperature, ok.seeds[:1], ok.steps))
+    with pytest.raises(ValueError, match="bitmask must be"):
+        sample(logits, ok, bitmask=torch.zeros(3, 2, dtype=torch.int32, device=device))
+    with pytest.raises(ValueError, match="top_p values"):
+        SamplingTensors.from_lists([1.0], top_p=[0.0])
+    with pytest.raises(ValueError, match="slots given without"):
+        sample(logits, ok, slots=torch.zeros(2, dtype=torch.int32, device=device))
+    with pytest.raises(ValueError, match="logits dtype"):
+        sample(logits.int(), ok)
