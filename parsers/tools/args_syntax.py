@@ -133,12 +133,13 @@ def render_args(region: Region, args: dict[str, Any]) -> str:
 
 
 # ---- grammar ----
-def args_format(region: Region, schema: dict | None, strict: bool = True) -> dict:
-    """The structural-tag format of one call's arguments under ``schema``."""
+def args_format(region: Region, schema: dict | None, excludes: list[str]) -> dict:
+    """The structural-tag format of one call's arguments under ``schema``; string values may
+    not contain ``excludes`` (the format's markers)."""
     schema = schema if isinstance(schema, dict) and schema else {"type": "object"}
     kind = region.render_args
     if kind == "json":
-        return {"type": "json_schema", "json_schema": schema}
+        return {"type": "json_schema", "json_schema": schema, "excludes": excludes}
     props, required = _props(schema)
     if kind == "gemma" and region.string_delim == '<|"|>':
         return {"type": "json_schema", "json_schema": schema, "style": "gemma"}
@@ -146,18 +147,18 @@ def args_format(region: Region, schema: dict | None, strict: bool = True) -> dic
     for key, prop in props:
         string = _is_plain_string(prop) or schema_types(prop) == ["string"]
         if kind == "pythonic":
-            items.append((_seq(_const(key + "="), _py_value(prop)), key in required))
+            items.append((_seq(_const(key + "="), _py_value(prop, excludes)), key in required))
         elif kind == "gemma":
             d = region.string_delim
-            value = (_seq(_const(d), _string_value(prop, [d]), _const(d)) if string else
-                     {"type": "json_schema", "json_schema": prop})
+            value = (_seq(_const(d), _string_value(prop, [d, *excludes]), _const(d)) if string
+                     else {"type": "json_schema", "json_schema": prop, "excludes": excludes})
             items.append((_seq(_const(key + ":"), value), key in required))
         else:
             syn = region.params
             assert syn is not None
             head, tail = _xml_param(syn, key, string)
-            value = (_string_value(prop, _xml_excludes(syn)) if string else
-                     {"type": "json_schema", "json_schema": prop})
+            value = (_string_value(prop, _xml_excludes(syn) + excludes) if string else
+                     {"type": "json_schema", "json_schema": prop, "excludes": excludes})
             items.append((_seq(_const(head), value, _const(tail)), key in required))
     if kind == "xml":
         return _seq(*[e if r else {"type": "optional", "content": e} for e, r in items])
@@ -166,7 +167,7 @@ def args_format(region: Region, schema: dict | None, strict: bool = True) -> dic
     return _ordered(items, ", ")
 
 
-def _py_value(prop: dict) -> dict:
+def _py_value(prop: dict, excludes: list[str]) -> dict:
     types = schema_types(prop)
     if types == ["string"] and not ({"enum", "const", "pattern"} & set(prop)):
         return {"type": "regex", "pattern": _PY_STR}
@@ -178,4 +179,4 @@ def _py_value(prop: dict) -> dict:
         return {"type": "or", "elements": [_const("True"), _const("False")]}
     if types == ["null"]:
         return _const("None")
-    return {"type": "json_schema", "json_schema": prop}
+    return {"type": "json_schema", "json_schema": prop, "excludes": excludes}

@@ -37,9 +37,10 @@ def _tool_names(tools: Sequence[dict[str, Any]] | None) -> list[str]:
     return names
 
 
-def _call_tag(lay: RegionLayout, name: str, tools: Sequence[dict[str, Any]] | None) -> dict:
+def _call_tag(lay: RegionLayout, name: str, tools: Sequence[dict[str, Any]] | None,
+              excludes: list[str]) -> dict:
     call = lay.call(name)
-    args = args_format(lay.region, tool_parameters(list(tools or ()), name))
+    args = args_format(lay.region, tool_parameters(list(tools or ()), name), excludes)
     if call.has_index:
         args = {"type": "sequence", "elements": [
             {"type": "regex", "pattern": "[0-9]{1,4}"},
@@ -82,13 +83,16 @@ def tool_call_structural_tag(tool_parser_name: str, tools: Sequence[dict[str, An
     if not names:
         raise ValueError(f"tool_choice={tool_choice!r} needs at least one tool")
     lay = region_layout(spec)
+    excludes = [m for m in spec.special_markers() if len(m) > 2]
     if named is not None:
-        fmt = _calls(lay, [_call_tag(lay, named, tools)], True, True)
+        fmt = _calls(lay, [_call_tag(lay, named, tools, excludes)], True, True)
     elif tool_choice == "required":
-        fmt = _calls(lay, [_call_tag(lay, n, tools) for n in names], True,
+        fmt = _calls(lay, [_call_tag(lay, n, tools, excludes) for n in names], True,
                      not parallel_tool_calls)
     else:
-        fmt = _auto(lay, names, tools, parallel_tool_calls)
+        tags = [_call_tag(lay, n, tools, excludes) for n in names]
+        others = [m for m in spec.start_markers() if m not in lay.trigger]
+        fmt = _auto(lay, tags, others, parallel_tool_calls)
     if reasoning_end:
         fmt = {"type": "sequence", "elements": [
             {"type": "tag", "begin": "", "content": {"type": "any_text"}, "end": reasoning_end},
@@ -96,16 +100,18 @@ def tool_call_structural_tag(tool_parser_name: str, tools: Sequence[dict[str, An
     return {"type": "structural_tag", "format": fmt}
 
 
-def _auto(lay: RegionLayout, names: list[str], tools: Sequence[dict[str, Any]] | None,
-          parallel: bool) -> dict:
-    tags = [_call_tag(lay, n, tools) for n in names]
-    if lay.open or lay.close:
+def _auto(lay: RegionLayout, tags: list[dict], others: list[str], parallel: bool) -> dict:
+    """Free text in which the format's trigger must open a valid region. Its other start
+    markers (which the parser would also read as calls) may not appear in the free text."""
+    if lay.close:
         tags = [{"type": "tag", "begin": lay.open,
                  "content": {"type": "tags_with_separator", "tags": tags, "separator": lay.sep,
                              "at_least_one": True, "stop_after_first": not parallel},
                  "end": lay.close}]
+    elif lay.open:  # a region with no end (Llama's <|python_tag|>): one call per region
+        tags = [{**t, "begin": lay.open + t["begin"]} for t in tags]
     return {"type": "triggered_tags", "triggers": [lay.trigger], "tags": tags,
-            "at_least_one": False, "stop_after_first": not parallel}
+            "at_least_one": False, "stop_after_first": not parallel, "excludes": others}
 
 
 def render_calls(tool_parser_name: str, calls: Sequence[tuple[str, dict[str, Any]]]) -> str:

@@ -37,6 +37,9 @@ def split_on_markers(buf: str, markers: tuple[str, ...]) -> tuple[str, str | Non
     hit = find_marker(buf, markers)
     if hit is not None:
         i, m = hit
+        tail = buf[i:]
+        if any(len(m2) > len(tail) and m2.startswith(tail) for m2 in markers):
+            return buf[:i], None, tail  # a longer marker may still be arriving
         return buf[:i], m, buf[i + len(m):]
     n = held_suffix(buf, markers)
     return buf[: len(buf) - n], None, buf[len(buf) - n:]

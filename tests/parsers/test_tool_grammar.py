@@ -58,10 +58,12 @@ def literals(node: Any) -> set[str]:
 @pytest.mark.parametrize("name", NAMES)
 def test_canonical_calls_accepted_and_read_back(name: str) -> None:
     text = render_calls(name, CALLS)
-    for mode in ("required", "auto"):
+    one = render_calls(name, CALLS[:1])
+    # auto writes a region per call where a region has no end marker (Llama's <|python_tag|>)
+    for mode, s in (("required", text), ("auto", one), ("auto", "Hi. " + one)):
         grammar = xgr.Grammar.from_structural_tag(
             json.dumps(tool_call_structural_tag(name, TOOLS, mode)))
-        assert xgr.testing._is_grammar_accept_string(grammar, text), (mode, text)
+        assert xgr.testing._is_grammar_accept_string(grammar, s), (mode, s)
     msg = get_parser(tool_parser=name).parse(text, tools=TOOLS)
     assert [(c.name, json.loads(c.arguments)) for c in msg.tool_calls] == CALLS, text
     assert not (msg.content or "").strip(), text
@@ -72,9 +74,10 @@ def test_walks_under_grammar_read_back(name: str) -> None:
     parser = get_parser(tool_parser=name)
     for mode, choice in MODES.items():
         tag = tool_call_structural_tag(name, TOOLS, choice)
-        walker = Walker(sorted(literals(tag)))
+        delim = TOOL_SPECS[name].regions[0].string_delim  # Gemma writes strings between these
+        walker = Walker(sorted(literals(tag) | ({delim} if delim else set())))
         produced = 0
-        for seed in range(3):
+        for seed in range(2):
             text = walker.generate(json.dumps(tag), seed)
             if text is None:
                 continue
@@ -88,9 +91,6 @@ def test_walks_under_grammar_read_back(name: str) -> None:
                 assert msg.tool_calls and not (msg.content or "").strip(), where
             if mode == "named":
                 assert [c.name for c in msg.tool_calls] == ["get_weather"], where
-            streamed = collect([d for piece in split(text, "rand0")
-                                for d in _feed(parser, piece)])
-            del streamed
             s = parser.stream(tools=TOOLS)
             deltas = [d for piece in split(text, "rand1") for d in s.feed(piece)] + s.finish()
             got = collect(deltas)
@@ -98,10 +98,6 @@ def test_walks_under_grammar_read_back(name: str) -> None:
                 [(c.name, c.arguments) for c in msg.tool_calls], where
             assert got.content == msg.content, where
         assert produced >= 1, f"no walk under {mode} ended within the step limit"
-
-
-def _feed(parser: Any, piece: str) -> list[dict]:
-    return []
 
 
 def test_none_and_bad_choices() -> None:
