@@ -118,7 +118,7 @@ class JsonCallBody(Body):
                 self.key_buf += text[i:i + k]
                 i += k
                 if self.key_scanner.done:
-                    self._start_value(json.loads(self.key_buf))
+                    events += self._start_value(json.loads(self.key_buf))
                     self.key_scanner = None
                     self.state = "colon"
                 continue
@@ -134,9 +134,11 @@ class JsonCallBody(Body):
                 self.state = "comma"
         return events, None
 
-    def _start_value(self, key: str) -> None:
+    def _start_value(self, key: str) -> list[Event]:
+        self.scratch = ""
         if self.single_key and self.name is None:
             self.name, self.role = key, "args"
+            return self._start()
         elif not self.single_key and key in self.name_keys and self.name is None:
             self.role = "name"
         elif not self.single_key and key in self.args_keys and not self.args_done:
@@ -145,7 +147,7 @@ class JsonCallBody(Body):
             self.role = "id"
         else:
             self.role = "skip"
-        self.scratch = ""
+        return []
 
     def _value_text(self, chunk: str) -> list[Event]:
         if self.role in ("name", "id"):

@@ -14,7 +14,6 @@ from typing import Any
 import jsonschema
 import pytest
 import xgrammar as xgr
-
 from parser_harness import split
 from thinkgate.parsers import collect, get_parser
 from thinkgate.parsers.tools.formats import TOOL_SPECS
