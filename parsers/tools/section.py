@@ -119,7 +119,7 @@ class RegionReader:
     def _header(self) -> tuple[list[Event], str | bool | None]:
         h = self.r.header
         assert h is not None
-        if self.r.list_alt and not self.header and self.buf.lstrip(_WS)[:1] == "[":
+        if self.r.list_alt and not self.header.strip() and self.buf.lstrip(_WS)[:1] == "[":
             self.state, self.body = "body", JsonListBody(self.r.single_key, self.r.name_keys,
                                                          self.r.args_keys)
             return [], False

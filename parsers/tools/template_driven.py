@@ -38,13 +38,15 @@ def template_text(tokenizer: Any) -> str:
 
 def spec_from_template(text: str) -> ToolSpec:
     """The known format whose longest start marker appears in ``text``."""
-    best: tuple[int, str] | None = None
+    best: tuple[int, bool, str] | None = None
     for name, spec in TOOL_SPECS.items():
         for marker in spec.start_markers():
             if len(marker) >= _MIN_MARKER and marker in text:
-                if best is None or len(marker) > best[0]:
-                    best = (len(marker), name)
-    return TOOL_SPECS[best[1] if best else _DEFAULT]
+                # ties go to the format whose canonical marker it is ([TOOL_CALLS]: mistral)
+                key = (len(marker), marker == spec.regions[0].begin[0], name)
+                if best is None or key[:2] > best[:2]:
+                    best = key
+    return TOOL_SPECS[best[2] if best else _DEFAULT]
 
 
 def from_model_files(tokenizer: Any) -> SpecToolFormat:

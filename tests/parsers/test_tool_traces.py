@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from parser_harness import check_case, load_cases
 from thinkgate.parsers import list_parsers
 
