@@ -71,9 +71,19 @@ def _named(tool_choice: Any) -> str | None:
 
 def tool_call_structural_tag(tool_parser_name: str, tools: Sequence[dict[str, Any]] | None,
                              tool_choice: Any = "required", *, reasoning_end: str | None = None,
+                             reasoning_parser: str | None = None,
                              parallel_tool_calls: bool = True) -> dict | None:
-    """The xgrammar structural tag making a model write calls in ``tool_parser_name``'s syntax."""
+    """The xgrammar structural tag making a model write calls in ``tool_parser_name``'s syntax.
+
+    ``reasoning_parser`` (a name) is a shorthand for its canonical end marker as
+    ``reasoning_end``.
+    """
     spec = get_tool_spec(tool_parser_name)
+    if reasoning_parser is not None and reasoning_end is None:
+        from thinkgate.parsers import get_reasoning_format
+
+        ends = get_reasoning_format(reasoning_parser).end
+        reasoning_end = ends[0] if ends else None
     names = _tool_names(tools)
     if tool_choice == "none":
         return None

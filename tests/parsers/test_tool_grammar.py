@@ -115,6 +115,8 @@ def test_reasoning_end_leaves_thinking_free() -> None:
     call = render_calls("qwen3_coder", CALLS[:1])
     assert xgr.testing._is_grammar_accept_string(grammar, "any <b>thought</b>\n</think>" + call)
     assert not xgr.testing._is_grammar_accept_string(grammar, "no end marker" + call)
+    same = tool_call_structural_tag("qwen3_coder", TOOLS, NAMED, reasoning_parser="qwen3")
+    assert same == tag
 
 
 def test_parallel_false_allows_one_call() -> None:
