@@ -59,9 +59,12 @@ def sample_ref(
     if floor is not None:
         allowed &= x >= floor[:, None]
     scale = temperature_scale(temperature)
-    sampling = (scale > 0)[:, None]
-    noisy = x * scale[:, None] + gumbel_noise_ref(seeds, steps, num_cols)
-    key = torch.where(allowed, torch.where(sampling, noisy, x), float("-inf"))
+    key = x.clone()
+    rows = (scale > 0).nonzero()[:, 0]  # greedy rows need no noise
+    if rows.numel():
+        noise = gumbel_noise_ref(seeds[rows], steps[rows], num_cols)
+        key[rows] = x[rows] * scale[rows, None] + noise
+    key = torch.where(allowed, key, float("-inf"))
     best = key.argmax(dim=1)
     ids = torch.where(key.gather(1, best[:, None])[:, 0] > float("-inf"), best, -1)
     lp = None
