@@ -22,9 +22,12 @@ def test_philox_known_answers() -> None:
 
 
 def test_log2_is_accurate() -> None:
-    x = torch.cat([torch.rand(100_000) * 30 + 1e-7, torch.tensor([1.0, 2.0, 0.5, 1 - 2**-24])])
-    err = (log2_ref(x).double() - torch.log2(x.double())).abs()
-    assert err.max() < 5e-7
+    gen = torch.Generator().manual_seed(5)
+    x = torch.cat([torch.rand(100_000, generator=gen) * 30 + 1e-7,
+                   torch.tensor([1.0, 2.0, 0.5, 1 - 2**-24])])
+    exact = torch.log2(x.double())
+    err = (log2_ref(x).double() - exact).abs()
+    assert (err <= 2e-7 + 2.5e-7 * exact.abs()).all()  # polynomial error + fp32 rounding
     assert log2_ref(torch.tensor([1 - 2**-24])) < 0  # so -log2(u) > 0 for every u < 1
 
 
