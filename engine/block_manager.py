@@ -18,7 +18,8 @@ class BlockManager:
         return len(self.free_blocks)
 
     def _missing(self, seq: Sequence) -> int:
-        return max(0, seq.num_blocks_needed(self.block_size) - len(seq.block_table))
+        needed = (len(seq.token_ids) + self.block_size - 1) // self.block_size
+        return max(0, needed - len(seq.block_table))
 
     def can_allocate(self, seq: Sequence) -> bool:
         """Whether every token of `seq` (prompt and any recomputed output) fits now."""

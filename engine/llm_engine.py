@@ -224,16 +224,18 @@ class LLMEngine:
         outputs = []
         seen: set[str] = set()
         for seq in seqs:
-            if seq.request_id in seen or seq.request_id not in self.requests:
+            request = self.requests.get(seq.request_id)
+            if request is None or seq.request_id in seen:
+                continue
+            if request.params.output_kind is RequestOutputKind.FINAL_ONLY and not seq.is_finished:
                 continue
             seen.add(seq.request_id)
-            request = self.requests[seq.request_id]
             finished = request.finished
             if finished:
                 del self.requests[seq.request_id]
                 for s in request.seqs:
                     self.structured_output.remove(s)
-            if request.params.output_kind is RequestOutputKind.FINAL_ONLY and not finished:
+            elif request.params.output_kind is RequestOutputKind.FINAL_ONLY:
                 continue
             outputs.append(self._make_output(request))
         return outputs

@@ -119,6 +119,7 @@ def _build_native(
     net = net.to_empty(device=device).to(dtype)
     net.inv_freq = rope_inv_freq(arch).float().to(device)  # buffers are not in checkpoints
     net.load_weights(tensors)
+    net.init_rope_cache(arch.max_position_embeddings)
     return net.eval()
 
 

@@ -65,6 +65,8 @@ class Sampler:
 
     def _apply_processors(self, logits: torch.Tensor, seqs: list[Sequence]) -> None:
         for row, seq in enumerate(seqs):
+            if not seq.has_logits_processors:
+                continue
             params = seq.params
             if params.has_penalties:
                 _apply_penalties(logits[row], seq)

@@ -56,6 +56,9 @@ class Sequence:
         self.prompt_mask: torch.Tensor | None = None  # (V,) bool, only with repetition_penalty
         self.structured_state: Any = None  # owned by the structured-output hook (issue 7)
         self.reasoning_state: Any = None  # owned by the reasoning gate (issue 7)
+        self.has_logits_processors = bool(
+            params.has_penalties or params.logit_bias or params.min_tokens
+        )
         self.force_finish: tuple[str, int | str | None] | None = None  # set by hooks
 
     @property

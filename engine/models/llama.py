@@ -177,12 +177,19 @@ class LlamaFamilyForCausalLM(nn.Module):
         )
         self.register_buffer("inv_freq", rope_inv_freq(cfg).float(), persistent=False)
 
-    def rope(
-        self, positions: torch.Tensor, dtype: torch.dtype
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        freqs = positions.unsqueeze(-1).float() * self.inv_freq  # (B, T, D/2)
-        emb = torch.cat((freqs, freqs), dim=-1).unsqueeze(2)  # (B, T, 1, D)
-        return emb.cos().to(dtype), emb.sin().to(dtype)
+    def init_rope_cache(self, max_positions: int) -> None:
+        """Precompute cos/sin for positions [0, max_positions): one lookup per step after this."""
+        device = self.embed.weight.device
+        positions = torch.arange(max_positions, device=device, dtype=torch.float32)
+        freqs = positions.unsqueeze(1) * self.inv_freq.to(device)  # (P, D/2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        dtype = self.embed.weight.dtype
+        self.register_buffer("cos_cache", emb.cos().to(dtype), persistent=False)
+        self.register_buffer("sin_cache", emb.sin().to(dtype), persistent=False)
+
+    def rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin (B, T, 1, D) at `positions` (B, T)."""
+        return self.cos_cache[positions].unsqueeze(2), self.sin_cache[positions].unsqueeze(2)
 
     def forward(
         self,
@@ -193,7 +200,7 @@ class LlamaFamilyForCausalLM(nn.Module):
     ) -> torch.Tensor:
         """Hidden states (B, T, hidden) after the final norm."""
         x = self.embed(input_ids)
-        cos, sin = self.rope(positions, x.dtype)
+        cos, sin = self.rope(positions)
         for layer, (k_cache, v_cache) in zip(self.layers, kv_caches):
             x = layer(x, cos, sin, meta, k_cache, v_cache)
         return rms_norm(x, self.norm, self.cfg.rms_norm_eps)
