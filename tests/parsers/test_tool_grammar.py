@@ -90,6 +90,11 @@ def test_walks_under_grammar_read_back(name: str) -> None:
                 assert msg.tool_calls and not (msg.content or "").strip(), where
             if mode == "named":
                 assert [c.name for c in msg.tool_calls] == ["get_weather"], where
+            if mode != "auto":  # what was read, written back canonically, is in the grammar
+                again = render_calls(name, [(c.name, json.loads(c.arguments))
+                                            for c in msg.tool_calls])
+                assert xgr.testing._is_grammar_accept_string(
+                    xgr.Grammar.from_structural_tag(json.dumps(tag)), again), (where, again)
             s = parser.stream(tools=TOOLS)
             deltas = [d for piece in split(text, "rand1") for d in s.feed(piece)] + s.finish()
             got = collect(deltas)
