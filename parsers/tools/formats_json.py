@@ -47,7 +47,8 @@ SPECS = [
         Region(("```json",), "json_list", end=("```",)),
         Region(("[TOOL_CALLS]",), "json_list"),
         Region(("<tool_call>",), "json_list", end=("</tool_call>",)),
-        Region(("[",), "json_list"),
+        # "[" is also how "[TOOL_CALLS]" begins; a stream split after "[" lands here
+        Region(("[",), "json_list", optional_prefixes=("[TOOL_CALLS]",)),
     ), "Salesforce xLAM"),
     ToolSpec("mistral", (Region(("[TOOL_CALLS]",), "json_args", list_alt=True,
                                 header=Header(name_end=("[ARGS]",), name_stop=("{",))),),

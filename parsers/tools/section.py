@@ -47,7 +47,8 @@ class RegionReader:
         self.r = region
         self.tools = list(tools) if tools else None
         self.raw: list[str] | None = [marker]  # None once a call has started
-        self.state = "region" if region.call_begin else "header" if region.header else "body"
+        self.state = ("region" if region.call_begin else "header" if region.header else
+                      "pre_body" if region.optional_prefixes else "body")
         self.buf = marker if marker in KEPT_MARKERS else ""  # "[" / "{" open the body itself
         self.header = ""
         self.body: Body | None = None
@@ -157,14 +158,15 @@ class RegionReader:
         return [], False
 
     def _pre_body(self) -> tuple[list[Event], str | bool | None]:
-        if self.r.fence:
-            s = self.buf.lstrip(_WS)
-            for fence in ("```json", "```"):
-                if s.startswith(fence):
-                    self.buf = s[len(fence):]
+        prefixes = (("```json", "```") if self.r.fence else ()) + self.r.optional_prefixes
+        if prefixes:
+            s = self.buf.lstrip(_WS) if self.r.fence else self.buf
+            for prefix in prefixes:
+                if s.startswith(prefix):
+                    self.buf = s[len(prefix):]
                     break
-                if fence.startswith(s):
-                    return [], None  # could still become a fence
+                if prefix.startswith(s):
+                    return [], None  # could still become the prefix
         self.state, self.body = "body", self._make_body(self.name)
         return [], False
 
