@@ -18,39 +18,37 @@ _WS = " \t\r\n"
 
 
 class JsonArgsBody(Body):
-    """A bare JSON arguments value after a header that named the call."""
+    """A bare JSON arguments value after a header that named the call. The call starts with
+    the value's first character; a body that does not start like JSON is not a call."""
 
     def __init__(self, name: str, call_id: str | None = None) -> None:
         self.scanner = ValueScanner()
-        self.pending: list[Event] = [CallStart(name, call_id)]
-        self.started = True
+        self.start = CallStart(name, call_id)
         self.any_args = False
 
     def feed(self, text: str) -> tuple[list[Event], str | None]:
-        events, self.pending = self.pending, []
         n = self.scanner.feed(text)
-        chunk = text[:n]
-        if not self.any_args:
-            chunk = chunk.lstrip(_WS)
-        if self.scanner.bad:
-            events += self._close()
-            return events, text[n:]
+        if self.scanner.bad and not self.started:
+            self.failed = True
+            return [], text[n:]
+        events: list[Event] = []
+        chunk = text[:n] if self.any_args else text[:n].lstrip(_WS)
         if chunk:
+            if not self.started:
+                self.started = True
+                events.append(self.start)
             self.any_args = True
             events.append(ArgsDelta(chunk))
-        if self.scanner.done:
-            return events + self._close(), text[n:]
+        if self.scanner.bad or self.scanner.done:
+            return events + [CallEnd()], text[n:]
         return events, None
-
-    def _close(self) -> list[Event]:
-        return ([] if self.any_args else [ArgsDelta("{}")]) + [CallEnd()]
 
     def finish(self) -> list[Event]:
         self.scanner.close_scalar()
-        events, self.pending = self.pending, []
-        if self.scanner.done or not self.scanner.started:
-            events += self._close()
-        return events
+        if not self.started:
+            self.failed = True
+            return []
+        return [CallEnd()] if self.scanner.done else []
 
 
 class JsonCallBody(Body):
@@ -73,7 +71,8 @@ class JsonCallBody(Body):
         self.args_buf: list[str] = []  # arguments read before the name
         self.args_done = False
         self.any_args = False
-        self.scratch = ""  # the raw text of a name/id value
+        self.args_in_string = False
+        self.scratch = ""  # the raw text of a name/id value (or of string-encoded arguments)
 
     def feed(self, text: str) -> tuple[list[Event], str | None]:
         events: list[Event] = []
@@ -155,6 +154,11 @@ class JsonCallBody(Body):
         elif self.role == "args":
             if not self.any_args:
                 chunk = chunk.lstrip(_WS)
+                self.args_in_string = chunk.startswith('"')
+            if self.args_in_string:  # arguments JSON-encoded as a string: decoded at its end
+                self.scratch += chunk
+                self.any_args = self.any_args or bool(chunk)
+                return []
             if chunk:
                 self.any_args = True
                 if self.started:
@@ -175,8 +179,24 @@ class JsonCallBody(Body):
                 self.call_id = value
         elif role == "args":
             self.args_done = True
+            if self.args_in_string:
+                return self._string_args()
         if self.name is not None and not self.started and (self.args_done or role == "name"):
             return self._start()
+        return []
+
+    def _string_args(self) -> list[Event]:
+        try:
+            decoded = json.loads(self.scratch)
+            ok = isinstance(json.loads(decoded), dict)
+        except (ValueError, TypeError):
+            ok = False
+        text = decoded if ok else "{}"
+        if self.name is not None and not self.started:
+            return self._start() + [ArgsDelta(text)]
+        if self.started:
+            return [ArgsDelta(text)]
+        self.args_buf.append(text)
         return []
 
     def _start(self) -> list[Event]:
