@@ -32,7 +32,8 @@ SPECS = [
              "Tencent Hunyuan-A13B"),
     ToolSpec("granite", (Region(("<|tool_call|>", "<tool_call>"), "json_list"),),
              "IBM Granite 3.0 / 3.1"),
-    ToolSpec("phi4_mini_json", (Region(("functools",), "json_list"),), "Phi-4-mini"),
+    ToolSpec("phi4_mini_json", (Region(("functools",), "json_list"),), "Phi-4-mini",
+             ends_reasoning=False),  # "functools" is a word a model may think about
     ToolSpec("apertus", (Region(("<|tools_prefix|>",), "json_list", end=("<|tools_suffix|>",),
                                 single_key=True),), "Swiss AI Apertus"),
     ToolSpec("cohere_command3", (Region(("<|START_ACTION|>",), "json_list",

@@ -65,7 +65,8 @@ class SpecToolFormat(ToolFormat):
         self.spec = spec
         self.start_markers = spec.start_markers()
         self.special_markers = spec.special_markers()
-        self.ends_reasoning = spec.ends_reasoning
+        # "[" / "{" are everyday characters in thinking: they must not end it
+        self.ends_reasoning = spec.ends_reasoning and all(len(m) > 1 for m in self.start_markers)
 
     def open_section(self, marker: str, ctx: ToolContext) -> ToolSection:
         return SpecSection(self.spec, marker, ctx)
