@@ -155,7 +155,8 @@ def _load_gguf(folder: Path, gguf_file: str, dtype: str | torch.dtype, device: s
         str(folder), gguf_file=gguf_file, dtype=torch.float32
     )
     hf_config = hf_model.config.to_dict()
-    hf_config.setdefault("architectures", [type(hf_model).__name__])
+    if not hf_config.get("architectures"):
+        hf_config["architectures"] = [type(hf_model).__name__]
     torch_dtype = resolve_dtype(dtype, None, device)
     if hf_config["architectures"][0] not in ARCHITECTURES:
         hf_model = hf_model.to(torch_dtype)
