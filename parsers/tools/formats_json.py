@@ -52,8 +52,9 @@ SPECS = [
         Region(("[",), "json_list", optional_prefixes=("[TOOL_CALLS]",)),
     ), "Salesforce xLAM"),
     ToolSpec("mistral", (Region(("[TOOL_CALLS]",), "json_args", list_alt=True,
-                                header=Header(name_end=("[ARGS]",), name_stop=("{",))),),
-             "Mistral / Mixtral / Devstral / Magistral", extra_markers=("[ARGS]",)),
+                                header=Header(name_end=("[ARGS]", "[CALL_ID]"), name_stop=("{",),
+                                              skip_to="[ARGS]")),),
+             "Mistral / Mixtral / Devstral / Magistral", extra_markers=("[ARGS]", "[CALL_ID]")),
     ToolSpec("deepseek_v3", (Region(
         ("<｜tool▁calls▁begin｜>",), "json_args", end=("<｜tool▁calls▁end｜>",),
         call_begin=("<｜tool▁call▁begin｜>",), call_end=("<｜tool▁call▁end｜>",),

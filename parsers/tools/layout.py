@@ -56,7 +56,7 @@ class RegionLayout:
             else:
                 text += end
             begin += text
-            if h.skip_to:
+            if h.skip_to and end != h.skip_to:
                 if has_index:
                     head_tail += h.skip_to
                 else:

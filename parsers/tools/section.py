@@ -146,7 +146,8 @@ class RegionReader:
             self.name, self.call_id = text.strip("\"'").strip(), None
         if not self.name or len(self.name) > MAX_HEADER:
             return self._give_back(self.buf)
-        self.state = "skip" if h.skip_to and marker != h.skip_to else "pre_body"
+        skip = h.skip_to and marker in h.name_end and marker != h.skip_to
+        self.state = "skip" if skip else "pre_body"
         return [], False
 
     def _skip(self) -> tuple[list[Event], str | bool | None]:
