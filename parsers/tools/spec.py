@@ -85,5 +85,10 @@ class ToolSpec:
     def special_markers(self) -> tuple[str, ...]:
         out: list[str] = []
         for r in self.regions:
-            out += [*r.begin, *r.end, *r.call_begin, *r.call_end]
+            out += [*r.begin, *r.end, *r.call_begin, *r.call_end, r.call_close, *r.after_body]
+            if r.header is not None:
+                out += [*r.header.name_end, r.header.skip_to]
+            if r.params is not None:
+                p = r.params
+                out += [p.open, p.key_close, p.close, p.value_open]
         return tuple(dict.fromkeys(m for m in (*out, *self.extra_markers) if len(m) > 1))
