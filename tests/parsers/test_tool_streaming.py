@@ -127,3 +127,32 @@ def test_per_delta_cost_is_flat(name: str) -> None:
 
     small, large = min(run(200) for _ in range(3)), min(run(3200) for _ in range(3))
     assert large / small < 16 * 2.5, (small, large)
+
+
+class _SpecialTokenizer:
+    """Kimi's markers are single special tokens a skipping detokenizer drops from the text."""
+
+    vocab = {"<|tool_calls_section_begin|>": 1, "<|tool_call_begin|>": 2,
+             "<|tool_call_argument_begin|>": 3, "<|tool_call_end|>": 4,
+             "<|tool_calls_section_end|>": 5}
+
+    def convert_tokens_to_ids(self, token: str) -> int:
+        return self.vocab.get(token, 0)
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return [self.vocab[text]] if text in self.vocab else [9] * len(text)
+
+    def decode(self, ids: list[int]) -> str:
+        return "x" * len(ids)
+
+
+def test_special_token_markers_are_recognised_by_id() -> None:
+    s = get_parser(tool_parser="kimi_k2", tokenizer=_SpecialTokenizer()).stream()
+    deltas: list[dict] = []
+    for text, ids in [("", [1]), ("", [2]), ("functions.f:0", [10, 11]), ("", [3]),
+                      ('{"a": 1}', [12]), ("", [4]), ("", [5])]:
+        deltas += s.feed(text, ids)
+    msg = collect(deltas + s.finish())
+    assert [(c.id, c.name, c.arguments) for c in msg.tool_calls] == [
+        ("functions.f:0", "f", '{"a": 1}')]
+    assert msg.content is None
