@@ -4,7 +4,8 @@ Layout per layer: K and V of shape (num_blocks + 1, block_size, num_kv_heads, he
 `num_blocks` is a scratch block: padded query positions write there, so a write is always one
 `index_copy_` with no mask. Attention gathers each sequence's blocks through its block table
 into (B, L, kv_heads, D), L = max blocks in the batch x block_size, and runs torch SDPA with a
-mask `key_position <= query_position`, which covers causality, padding and chunked context alike.
+mask `key_position <= query_position`, which covers causality, padding and chunked context alike
+(rows of equal length need no mask: decode attends every key, a fresh prefill is causal).
 """
 
 from __future__ import annotations
@@ -21,19 +22,26 @@ class AttentionMetadata:
 
     slot_mapping: torch.Tensor  # (B * T,) cache slot of each new token (padding → scratch block)
     block_tables: torch.Tensor  # (B, max_blocks) block ids (padding → scratch block)
-    attn_mask: torch.Tensor  # (B, 1, T, L) bool, True = attend
+    num_keys: int  # keys gathered per row: the longest context in the batch
+    attn_mask: torch.Tensor | None  # (B, 1, T, num_keys) bool, True = attend; None: see below
+    is_causal: bool  # with no mask: causal (prefill of equal fresh rows) or full (equal decode)
 
 
 def build_attention_metadata(
     positions: torch.Tensor,  # (B, T) position of each query token, 0 for padding
     slot_mapping: torch.Tensor,
     block_tables: torch.Tensor,
-    block_size: int,
+    context_lens: list[int],  # per row: tokens cached after this step's writes
+    fresh_prefill: bool,  # every row's new tokens start at position 0
 ) -> AttentionMetadata:
-    num_keys = block_tables.shape[1] * block_size
+    num_keys = max(context_lens)
+    uniform = min(context_lens) == num_keys
+    if uniform and (positions.shape[1] == 1 or fresh_prefill):
+        # equal rows: decode attends every key, a fresh prefill is plain causal (no padding)
+        return AttentionMetadata(slot_mapping, block_tables, num_keys, None, positions.shape[1] > 1)
     key_pos = torch.arange(num_keys, device=positions.device)
     mask = (key_pos.view(1, 1, -1) <= positions.unsqueeze(-1)).unsqueeze(1)
-    return AttentionMetadata(slot_mapping, block_tables, mask)
+    return AttentionMetadata(slot_mapping, block_tables, num_keys, mask, False)
 
 
 def paged_attention(
@@ -49,10 +57,18 @@ def paged_attention(
     kv_heads = k.shape[2]
     k_cache.view(-1, kv_heads, d).index_copy_(0, meta.slot_mapping, k.reshape(-1, kv_heads, d))
     v_cache.view(-1, kv_heads, d).index_copy_(0, meta.slot_mapping, v.reshape(-1, kv_heads, d))
-    keys = k_cache[meta.block_tables].view(b, -1, kv_heads, d).transpose(1, 2)  # (B, Hkv, L, D)
-    values = v_cache[meta.block_tables].view(b, -1, kv_heads, d).transpose(1, 2)
+    n = meta.num_keys
+    keys = (
+        k_cache[meta.block_tables].view(b, -1, kv_heads, d)[:, :n].transpose(1, 2)
+    )  # (B, Hkv, n, D)
+    values = v_cache[meta.block_tables].view(b, -1, kv_heads, d)[:, :n].transpose(1, 2)
     out = F.scaled_dot_product_attention(
-        q.transpose(1, 2), keys, values, attn_mask=meta.attn_mask, enable_gqa=kv_heads != h
+        q.transpose(1, 2),
+        keys,
+        values,
+        attn_mask=meta.attn_mask,
+        is_causal=meta.is_causal,
+        enable_gqa=kv_heads != h,
     )
     return out.transpose(1, 2).reshape(b, t, h * d)
 

@@ -32,7 +32,9 @@ class ModelRunner:
         else:
             input_ids, positions, slots, last = self._prepare_decode(batch.seqs)
         block_tables = self._block_tables(batch.seqs)
-        meta = build_attention_metadata(positions, slots, block_tables, self.block_size)
+        context_lens = [seq.num_tokens for seq in batch.seqs]
+        fresh = batch.is_prefill and all(seq.num_cached_tokens == 0 for seq in batch.seqs)
+        meta = build_attention_metadata(positions, slots, block_tables, context_lens, fresh)
         hidden = self.model(input_ids, positions, meta, self.kv_cache.layers)  # (B, T, hidden)
         if last is not None:
             hidden = hidden[torch.arange(len(batch.seqs), device=self.device), last]
