@@ -1,0 +1,126 @@
+"""Structured outputs on the demo model: every sampled output follows its constraint."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import jsonschema
+import pytest
+import xgrammar as xgr
+from thinkgate import SamplingParams, StructuredOutputsParams
+from thinkgate.engine.grammar import RequestGrammar
+
+SCHEMAS: list[dict[str, Any]] = [
+    {"type": "object", "properties": {  # nested object
+        "user": {"type": "object", "properties": {
+            "name": {"type": "string", "maxLength": 8},
+            "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+            "required": ["name", "age"]},
+        "active": {"type": "boolean"}}, "required": ["user", "active"]},
+    {"type": "object", "properties": {  # enum + bounded array
+        "color": {"enum": ["red", "green", "blue"]},
+        "sizes": {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 9},
+                  "minItems": 1, "maxItems": 3}}, "required": ["color", "sizes"]},
+    {"type": "object", "properties": {  # numbers
+        "x": {"type": "number", "minimum": -10, "maximum": 10},
+        "y": {"type": "integer", "minimum": 0, "maximum": 99}}, "required": ["x", "y"]},
+    {"type": "object", "properties": {  # pattern + array of short strings
+        "code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{2}$"},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 2}},
+        "required": ["code", "tags"]},
+]
+
+# thinking already closed (what `enable_thinking: false` renders): constrained from token one
+PROMPT = ("<|im_start|>user\nDescribe it as JSON.<|im_end|>\n<|im_start|>assistant\n"
+          "<think>\n\n</think>\n\n")
+
+
+def _params(seed: int, max_tokens: int = 96, **so: Any) -> SamplingParams:
+    return SamplingParams(temperature=1.0, seed=seed, max_tokens=max_tokens,
+                          structured_outputs=StructuredOutputsParams(**so))
+
+
+def test_32_json_schema_generations_at_temperature_1_all_validate(llm: Any) -> None:
+    params = [_params(i, json=SCHEMAS[i % len(SCHEMAS)]) for i in range(32)]
+    outs = llm.generate([PROMPT] * 32, params, use_tqdm=False)
+    for i, out in enumerate(outs):
+        sample = out.outputs[0]
+        assert sample.finish_reason == "stop", (i, sample.text)
+        jsonschema.validate(json.loads(sample.text), SCHEMAS[i % len(SCHEMAS)])
+
+
+def test_regex_choice_and_ebnf(llm: Any) -> None:
+    ebnf = 'root ::= "(" item ("," item)* ")"\nitem ::= [a-z] | [0-9][0-9]'
+    choices = ["sunny", "rainy", 'a "quoted" one']
+    params = ([_params(i, regex=r"[A-Z][a-z]{2,5} [0-9]{1,3}") for i in range(8)]
+              + [_params(i, choice=choices) for i in range(8)]
+              + [_params(i, grammar=ebnf, max_tokens=24) for i in range(8)])
+    outs = [o.outputs[0] for o in llm.generate([PROMPT] * 24, params, use_tqdm=False)]
+    for o in outs[:8]:
+        assert re.fullmatch(r"[A-Z][a-z]{2,5} [0-9]{1,3}", o.text), o.text
+    for o in outs[8:16]:
+        assert o.text in choices and o.finish_reason == "stop"
+    for o in outs[16:]:
+        if o.finish_reason == "stop":  # the list may be long: cut ones are valid prefixes
+            assert re.fullmatch(r"\((?:[a-z]|[0-9]{2})(?:,(?:[a-z]|[0-9]{2}))*\)", o.text)
+        else:
+            assert re.fullmatch(r"\((?:[a-z]|[0-9]{2})(?:,(?:[a-z]|[0-9]{2}))*,?[0-9]?", o.text)
+    assert sum(o.finish_reason == "stop" for o in outs[16:]) >= 4
+
+
+def test_json_object_gives_an_object(llm: Any) -> None:
+    outs = llm.generate([PROMPT] * 4, [_params(i, max_tokens=120, json_object=True)
+                                       for i in range(4)], use_tqdm=False)
+    finished = [o.outputs[0] for o in outs if o.outputs[0].finish_reason == "stop"]
+    assert finished, [o.outputs[0].text for o in outs]
+    for o in finished:
+        assert isinstance(json.loads(o.text), dict)
+    for o in outs:  # cut ones are still an object's prefix, never leading whitespace
+        assert o.outputs[0].text.startswith("{")
+
+
+def test_a_bad_schema_fails_only_its_request(llm: Any) -> None:
+    engine = llm.llm_engine
+    engine.add_request("good-1", PROMPT, _params(1, json=SCHEMAS[1]))
+    with pytest.raises(ValueError, match="structured_outputs"):
+        engine.add_request("bad", PROMPT, _params(2, json={"type": "object",
+                                                           "required": "not-a-list"}))
+    engine.add_request("good-2", PROMPT, _params(3, regex="[0-9]{4}"))
+    done: dict[str, Any] = {}
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            if out.finished:
+                done[out.request_id] = out.outputs[0]
+    assert set(done) == {"good-1", "good-2"}
+    jsonschema.validate(json.loads(done["good-1"].text), SCHEMAS[1])
+    assert re.fullmatch("[0-9]{4}", done["good-2"].text)
+
+
+class _RejectingMatcher(xgr.GrammarMatcher):
+    """A real matcher (so the mask is real) that rejects every token: a grammar bug."""
+
+    def accept_token(self, token_id: int, *, debug_print: bool = False) -> bool:
+        return False
+
+
+def test_a_matcher_rejecting_a_token_ends_only_that_request(llm: Any) -> None:
+    engine = llm.llm_engine
+    params = _params(1, regex="[0-9]{6}")
+    engine.add_request("victim", PROMPT, params)
+    engine.add_request("bystander", PROMPT, _params(2, regex="[0-9]{6}"))
+    victim = engine.requests["victim"].seqs[0].structured_state
+    assert isinstance(victim, RequestGrammar)
+    compiled = engine.structured_output.grammar.cache.get(params.structured_outputs)
+    victim.matcher = _RejectingMatcher(compiled)
+    done: dict[str, Any] = {}
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            if out.finished:
+                done[out.request_id] = out.outputs[0]
+    assert done["victim"].finish_reason == "abort"
+    assert "rejected" in str(done["victim"].stop_reason)
+    assert len(done["victim"].token_ids) == 1
+    assert done["bystander"].finish_reason == "stop"
+    assert re.fullmatch("[0-9]{6}", done["bystander"].text)
