@@ -25,6 +25,15 @@ from .args_syntax import args_format
 from .convert import tool_parameters
 from .formats import get_tool_spec
 from .layout import RegionLayout, region_layout
+from .spec import ToolSpec
+
+
+def _spec(name: str, tokenizer: Any) -> ToolSpec:
+    if name in ("hf", "beam"):
+        from .template_driven import spec_from_template, template_text
+
+        return spec_from_template(template_text(tokenizer) if tokenizer is not None else "")
+    return get_tool_spec(name)
 
 
 def _tool_names(tools: Sequence[dict[str, Any]] | None) -> list[str]:
@@ -72,13 +81,15 @@ def _named(tool_choice: Any) -> str | None:
 def tool_call_structural_tag(tool_parser_name: str, tools: Sequence[dict[str, Any]] | None,
                              tool_choice: Any = "required", *, reasoning_end: str | None = None,
                              reasoning_parser: str | None = None,
-                             parallel_tool_calls: bool = True) -> dict | None:
+                             parallel_tool_calls: bool = True,
+                             tokenizer: Any = None) -> dict | None:
     """The xgrammar structural tag making a model write calls in ``tool_parser_name``'s syntax.
 
     ``reasoning_parser`` (a name) is a shorthand for its canonical end marker as
-    ``reasoning_end``.
+    ``reasoning_end``. ``tokenizer`` serves ``hf``/``beam``, whose syntax comes from the
+    model's template (as their parsers read it).
     """
-    spec = get_tool_spec(tool_parser_name)
+    spec = _spec(tool_parser_name, tokenizer)
     if reasoning_parser is not None and reasoning_end is None:
         from thinkgate.parsers import get_reasoning_format
 
@@ -124,11 +135,12 @@ def _auto(lay: RegionLayout, tags: list[dict], others: list[str], parallel: bool
             "at_least_one": False, "stop_after_first": not parallel, "excludes": others}
 
 
-def render_calls(tool_parser_name: str, calls: Sequence[tuple[str, dict[str, Any]]]) -> str:
+def render_calls(tool_parser_name: str, calls: Sequence[tuple[str, dict[str, Any]]],
+                 tokenizer: Any = None) -> str:
     """``calls`` written in the format's canonical syntax (what its grammar accepts)."""
     from .args_syntax import render_args
 
-    lay = region_layout(get_tool_spec(tool_parser_name))
+    lay = region_layout(_spec(tool_parser_name, tokenizer))
     parts = []
     for i, (name, args) in enumerate(calls):
         c = lay.call(name)

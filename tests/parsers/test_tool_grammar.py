@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 import xgrammar as xgr
-from parser_harness import split
+from parser_harness import TemplateTokenizer, split
 from thinkgate.parsers import collect, get_parser
 from thinkgate.parsers.tools.formats import TOOL_SPECS
 from thinkgate.parsers.tools.grammar import render_calls, tool_call_structural_tag
@@ -122,6 +122,19 @@ def test_reasoning_end_leaves_thinking_free() -> None:
     assert not xgr.testing._is_grammar_accept_string(grammar, "no end marker" + call)
     same = tool_call_structural_tag("qwen3_coder", TOOLS, NAMED, reasoning_parser="qwen3")
     assert same == tag
+
+
+def test_template_driven_names_follow_the_template() -> None:
+    tok = TemplateTokenizer(chat_template="{{ x }}<|tool_calls_section_begin|>")
+    for name in ("hf", "beam"):
+        text = render_calls(name, CALLS, tokenizer=tok)
+        assert text.startswith("<|tool_calls_section_begin|>")
+        tag = tool_call_structural_tag(name, TOOLS, "required", tokenizer=tok)
+        grammar = xgr.Grammar.from_structural_tag(json.dumps(tag))
+        assert xgr.testing._is_grammar_accept_string(grammar, text)
+        msg = get_parser(tool_parser=name, tokenizer=tok).parse(text, tools=TOOLS)
+        assert [(c.name, json.loads(c.arguments)) for c in msg.tool_calls] == CALLS
+    assert "<tool_call>" in render_calls("hf", CALLS)  # no template: Hermes-style JSON
 
 
 def test_parallel_false_allows_one_call() -> None:
