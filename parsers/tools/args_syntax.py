@@ -114,11 +114,21 @@ def _gemma_literal(v: Any, d: str, top: bool = True) -> str:
     return json.dumps(v)
 
 
+def _nested(v: Any, ns: str) -> str:
+    if isinstance(v, dict):
+        return "".join(f"{ns}<{k}>{_nested(x, ns)}{ns}</{k}>" for k, x in v.items())
+    if isinstance(v, list):
+        return "".join(f"{ns}<item>{_nested(x, ns)}{ns}</item>" for x in v)
+    return v if isinstance(v, str) else json.dumps(v)
+
+
 def render_args(region: Region, args: dict[str, Any]) -> str:
     """``args`` written the way the region's body writes them."""
     kind = region.render_args
     if kind == "json":
         return json.dumps(args, ensure_ascii=False)
+    if kind == "nested_xml":
+        return _nested(args, region.namespace)
     if kind == "pythonic":
         return ", ".join(f"{k}={_py_literal(v)}" for k, v in args.items())
     if kind == "gemma":
@@ -140,6 +150,8 @@ def args_format(region: Region, schema: dict | None, excludes: list[str]) -> dic
     kind = region.render_args
     if kind == "json":
         return {"type": "json_schema", "json_schema": schema, "excludes": excludes}
+    if kind == "nested_xml":  # xgrammar's own MiniMax-M3 style (it rejects excludes)
+        return {"type": "json_schema", "json_schema": schema, "style": "minimax_m3_xml"}
     props, required = _props(schema)
     if kind == "gemma" and region.string_delim == '<|"|>':
         return {"type": "json_schema", "json_schema": schema, "style": "gemma"}

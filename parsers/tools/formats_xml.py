@@ -88,11 +88,11 @@ SPECS = [
                                      "<atem:invoke name=", ParamSyntax(
                                          "<atem:parameter name=", ">", "</atem:parameter>"),
                                      "</atem:invoke>"), "Muse Glimmer"),
-    ToolSpec("minimax_m3", _invoke(_MM3 + "<tool_call>", _MM3 + "</tool_call>",
-                                   _MM3 + "<invoke name=",
-                                   ParamSyntax(_MM3 + "<", ">", _MM3 + "</", close_tail=">",
-                                               trim_newline=False),
-                                   _MM3 + "</invoke>"), "MiniMax-M3 (flat parameters)"),
+    ToolSpec("minimax_m3", (Region(
+        (_MM3 + "<tool_call>",), "nested_xml", end=(_MM3 + "</tool_call>",),
+        call_begin=(_MM3 + "<invoke name=",), header=_FN, namespace=_MM3,
+        call_close=_MM3 + "</invoke>", render_args="nested_xml"),), "MiniMax-M3",
+        extra_markers=(_MM3,)),
     ToolSpec("deepseek_v32", _dsml(("<｜DSML｜function_calls>",), ("</｜DSML｜function_calls>",)),
              "DeepSeek-V3.2"),
     ToolSpec("deepseek_v4", _dsml(("<｜DSML｜tool_calls>", "<｜DSML｜function_calls>"),

@@ -15,6 +15,7 @@ from .convert import tool_parameters
 from .events import ArgsDelta, Body, CallEnd, CallStart, Event
 from .gemma_body import GemmaBody
 from .json_body import JsonArgsBody, JsonCallBody, JsonListBody
+from .nested_body import NestedXmlBody
 from .pythonic_body import PythonicBody
 from .scan import split_on_markers
 from .spec import Region
@@ -224,6 +225,9 @@ class RegionReader:
             return JsonArgsBody(name, self.call_id)
         if r.body == "gemma":
             return GemmaBody(name, r.string_delim, r.call_close)
+        if r.body == "nested_xml":
+            return NestedXmlBody(name, self.call_id, r.namespace,
+                                 tool_parameters(self.tools, name), r.call_close, stops)
         assert r.params is not None
         return XmlParamsBody(name, self.call_id, r.params, tool_parameters(self.tools, name),
                              r.call_close, stops)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from .xml_body import ParamSyntax
 
-BODY_KINDS = ("json_call", "json_list", "json_args", "xml", "pythonic", "gemma")
+BODY_KINDS = ("json_call", "json_list", "json_args", "xml", "nested_xml", "pythonic", "gemma")
 
 
 @dataclass(frozen=True)
@@ -48,13 +48,14 @@ class Region:
     args_keys: tuple[str, ...] = ("arguments", "parameters", "args", "tool_input")
     list_alt: bool = False             # a JSON list may replace the header+body (pre-v11 Mistral)
     string_delim: str = ""             # gemma body: the string delimiter
+    namespace: str = ""                # nested_xml body: the prefix of every tag
     render_sep: str = ""               # what the renderer writes between calls of one region
-    render_args: str = "json"          # json | xml | pythonic | gemma (renderer and grammar)
+    render_args: str = "json"          # json | xml | nested_xml | pythonic | gemma
 
     def __post_init__(self) -> None:
         if self.body not in BODY_KINDS:
             raise ValueError(f"unknown body kind {self.body!r}; expected one of {BODY_KINDS}")
-        if self.body in ("json_args", "xml", "gemma") and self.header is None:
+        if self.body in ("json_args", "xml", "nested_xml", "gemma") and self.header is None:
             raise ValueError(f"body {self.body!r} needs a header to give the call's name")
         if self.body == "xml" and self.params is None:
             raise ValueError("body 'xml' needs params (a ParamSyntax)")

@@ -32,6 +32,8 @@ def _streams_strings(name: str) -> bool:
 
 def _typed_without_schema(name: str) -> bool:
     r = TOOL_SPECS[name].regions[0]
+    if r.render_args == "nested_xml":
+        return False
     if r.render_args != "xml":
         return True
     assert r.params is not None
@@ -42,8 +44,11 @@ def cases(name: str) -> list[dict[str, Any]]:
     spec = TOOL_SPECS[name]
     marker = spec.regions[0].begin[0]
     weather = {"city": "Paris", "days": 3}
-    tricky = {"city": f'Say "hi" {marker if len(marker) > 1 else "<b>"} é 中 \\ end',
-              "detail": {"hourly": True, "list": [1, 2.5, None], "deep": {"a": "b"}}}
+    nested = spec.regions[0].render_args == "nested_xml"  # untyped leaves stay strings
+    inner = marker if len(marker) > 1 and not nested else "<b>"
+    tricky = {"city": f'Say "hi" {inner} é 中 \\ end',
+              "detail": {"hourly": "yes" if nested else True,
+                         "list": ["x", "y"] if nested else [1, 2.5, None], "deep": {"a": "b"}}}
     call = render_calls(name, [("get_weather", weather)])
     cut = call[: call.index("Paris") + 3]
     out = [

@@ -54,6 +54,17 @@ def literals(node: Any) -> set[str]:
     return out
 
 
+def inner_tokens(name: str) -> set[str]:
+    """Pieces a format writes inside arguments (Gemma's string delimiter, MiniMax-M3 tags)."""
+    region = TOOL_SPECS[name].regions[0]
+    out = {region.string_delim} if region.string_delim else set()
+    if region.namespace:
+        keys = ["item", "city", "days", "detail", "hourly"]
+        out |= {f"{region.namespace}<{k}>" for k in keys}
+        out |= {f"{region.namespace}</{k}>" for k in keys}
+    return out
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_canonical_calls_accepted_and_read_back(name: str) -> None:
     text = render_calls(name, CALLS)
@@ -73,8 +84,7 @@ def test_walks_under_grammar_read_back(name: str) -> None:
     parser = get_parser(tool_parser=name)
     for mode, choice in MODES.items():
         tag = tool_call_structural_tag(name, TOOLS, choice)
-        delim = TOOL_SPECS[name].regions[0].string_delim  # Gemma writes strings between these
-        walker = Walker(sorted(literals(tag) | ({delim} if delim else set())))
+        walker = Walker(sorted(literals(tag) | inner_tokens(name)))
         produced = 0
         for seed in range(2):
             text = walker.generate(json.dumps(tag), seed)
