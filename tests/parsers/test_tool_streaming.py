@@ -107,7 +107,8 @@ def test_split_on_markers_holds_only_possible_markers() -> None:
     assert split_on_markers("a<b>c", ("<b>",)) == ("a", "<b>", "c")
 
 
-@pytest.mark.parametrize("name", ["qwen3_coder", "kimi_k2", "pythonic", "gemma4", "llama3_json"])
+@pytest.mark.parametrize("name", ["qwen3_coder", "kimi_k2", "pythonic", "gemma4", "llama3_json",
+                                  "deepseek_v32", "minimax_m3", "jamba"])
 def test_per_delta_cost_is_flat(name: str) -> None:
     """Feeding a 16x longer argument one character at a time costs about 16x, not 256x."""
     def run(n: int) -> float:
@@ -116,7 +117,13 @@ def test_per_delta_cost_is_flat(name: str) -> None:
                            "<|tool_call_argument_begin|>{{\"path\": \"{}",
                 "pythonic": "[write(path=\"{}",
                 "gemma4": "<|tool_call>call:write{{path:<|\"|>{}",
-                "llama3_json": "{{\"name\": \"write\", \"arguments\": {{\"path\": \"{}"}[name]
+                "llama3_json": "{{\"name\": \"write\", \"arguments\": {{\"path\": \"{}",
+                "deepseek_v32": "<｜DSML｜function_calls><｜DSML｜invoke name=\"write\">"
+                                "<｜DSML｜parameter name=\"path\" string=\"true\">{}",
+                "minimax_m3": "]<]minimax[>[<tool_call>]<]minimax[>[<invoke name=\"write\">"
+                              "]<]minimax[>[<path>{}",
+                "jamba": "<tool_calls>[{{\"name\": \"write\", \"arguments\": {{\"path\": \"{}",
+                }[name]
         text = body.format("ab, c" * n)
         s = get_parser(tool_parser=name).stream(tools=TOOLS)
         t = time.perf_counter()
