@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .convert import tool_parameters
-from .events import ArgsDelta, Body, CallEnd, CallStart, Event
+from .events import Body, CallEnd, CallStart, Event
 from .gemma_body import GemmaBody
 from .json_body import JsonArgsBody, JsonCallBody, JsonListBody
 from .nested_body import NestedXmlBody
@@ -232,5 +232,3 @@ class RegionReader:
         return XmlParamsBody(name, self.call_id, r.params, tool_parameters(self.tools, name),
                              r.call_close, stops)
 
-
-__all__ = ["RegionReader", "Content", "ArgsDelta", "CallEnd", "CallStart"]
