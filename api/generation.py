@@ -92,6 +92,9 @@ def _deltas(out: RequestOutput, run: RequestRun) -> list[SampleDelta]:
     return deltas
 
 
+_END = object()
+
+
 async def generate(
     state: Any, prompt_ids: list[int], params: Any, request_id: str, run: RequestRun,
     constraint_param: str | None = None,
@@ -104,16 +107,14 @@ async def generate(
     state.admit()
     timer = RequestTimer(state.metrics)
     state.metrics.prompt_tokens.inc(len(prompt_ids))
-    finished = False
     params = replace(params, output_kind=RequestOutputKind.DELTA)
-    stream = state.engine.generate(list(prompt_ids), params, request_id)
+    pump = _EnginePump(state.engine, list(prompt_ids), params, request_id)
+    finished = False
     try:
-        try:
-            out = await anext(stream, None)
-        except ValueError as exc:
-            param = constraint_param if "structured_outputs" in str(exc) else None
-            raise APIError(str(exc), param=param) from exc
-        while out is not None:
+        while True:
+            out = await pump.next()
+            if out is None:
+                break
             deltas = _deltas(out, run)
             timer.tokens(sum(len(d.token_ids) for d in deltas))
             for d in deltas:
@@ -124,23 +125,61 @@ async def generate(
             if out.finished:
                 finished = True
                 break
-            out = await anext(stream, None)
+    except ValueError as exc:
+        param = constraint_param if "structured_outputs" in str(exc) else None
+        raise APIError(str(exc), param=param) from exc
     finally:
-        await stream.aclose()
         state.release()
         timer.done()
         if not finished:
             logger.info("request %s stopped early; aborting it", request_id)
-            await _abort(state.engine, request_id)
+            pump.stop()
 
 
-async def _abort(engine: Any, request_id: str) -> None:
-    try:
-        result = engine.abort(request_id)
-        if asyncio.iscoroutine(result):
-            await result
-    except Exception:  # the request may already be gone; aborting must never raise here
-        logger.exception("abort of %s failed", request_id)
+class _EnginePump:
+    """Runs one engine request in its own task, so the HTTP handler's cancellation (a client
+    that went away) never lands inside an engine call; `stop()` aborts it from outside."""
+
+    def __init__(self, engine: Any, prompt_ids: list[int], params: Any, request_id: str) -> None:
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.started = asyncio.Event()  # the engine accepted the request (first output came)
+        self.task = asyncio.get_running_loop().create_task(
+            self._run(engine, prompt_ids, params, request_id))
+
+    async def _run(self, engine: Any, prompt_ids: list[int], params: Any, rid: str) -> None:
+        try:
+            async for out in engine.generate(prompt_ids, params, rid):
+                self.started.set()
+                self.queue.put_nowait(out)
+            self.queue.put_nowait(_END)
+        except Exception as exc:  # handed to the consumer, which raises it
+            self.queue.put_nowait(exc)
+        finally:
+            self.started.set()
+
+    async def next(self) -> RequestOutput | None:
+        item = await self.queue.get()
+        if item is _END:
+            return None
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    def stop(self) -> None:
+        """Cancel the request once the engine has it (cancelling mid-add would race the add)."""
+        if self.task.done():
+            return
+
+        async def cancel_when_started() -> None:
+            await self.started.wait()
+            self.task.cancel()  # the engine's generator aborts the request as it closes
+
+        task = asyncio.get_running_loop().create_task(cancel_when_started())
+        _BACKGROUND.add(task)
+        task.add_done_callback(_BACKGROUND.discard)
+
+
+_BACKGROUND: set[asyncio.Task[Any]] = set()  # strong refs to fire-and-forget tasks
 
 
 async def merge(

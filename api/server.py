@@ -134,24 +134,43 @@ def _install_error_handlers(app: FastAPI) -> None:
                             status_code=exc.status_code)
 
 
-def _install_auth(app: FastAPI, api_key: str) -> None:
-    @app.middleware("http")
-    async def _auth(request: Request, call_next: Any) -> Response:
-        if request.method == "OPTIONS" or request.url.path in _OPEN_PATHS:
-            return await call_next(request)
-        if request.headers.get("authorization", "") != f"Bearer {api_key}":
+class _AuthMiddleware:
+    """401 unless `Authorization: Bearer KEY` (pure ASGI: streaming responses pass untouched)."""
+
+    def __init__(self, app: Any, api_key: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {api_key}".encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if (scope["type"] == "http" and scope["method"] != "OPTIONS"
+                and scope["path"] not in _OPEN_PATHS
+                and dict(scope["headers"]).get(b"authorization") != self.expected):
             body = error_body("Incorrect API key provided.", "invalid_request_error", None,
                               "invalid_api_key")
-            return JSONResponse(body, status_code=401)
-        return await call_next(request)
+            await JSONResponse(body, status_code=401)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
-def _install_counting(app: FastAPI, metrics: ServerMetrics) -> None:
-    @app.middleware("http")
-    async def _count(request: Request, call_next: Any) -> Response:
-        response = await call_next(request)
-        metrics.requests.labels(endpoint=request.url.path, status=str(response.status_code)).inc()
-        return response
+class _CountMiddleware:
+    """Counts requests by path and status code for /metrics (pure ASGI)."""
+
+    def __init__(self, app: Any, metrics: ServerMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def counting_send(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                self.metrics.requests.labels(endpoint=scope["path"],
+                                             status=str(message["status"])).inc()
+            await send(message)
+
+        await self.app(scope, receive, counting_send)
 
 
 def build_app(state: ServerState) -> FastAPI:
@@ -171,9 +190,9 @@ def build_app(state: ServerState) -> FastAPI:
     app = FastAPI(title="thinkgate", lifespan=lifespan)
     app.state.server = state
     _install_error_handlers(app)
-    _install_counting(app, state.metrics)
+    app.add_middleware(_CountMiddleware, metrics=state.metrics)
     if state.config.api_key:
-        _install_auth(app, state.config.api_key)
+        app.add_middleware(_AuthMiddleware, api_key=state.config.api_key)
     app.add_middleware(
         CORSMiddleware,
         allow_origins=list(state.config.allowed_origins),
