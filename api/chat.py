@@ -28,7 +28,7 @@ from thinkgate.api.chat_constraints import (
     chat_constraint,
     normalize_tool_choice,
 )
-from thinkgate.engine.constrained import ConstrainedDecoding
+from thinkgate.engine.constrained import install_constrained_decoding
 from thinkgate.engine.outputs import CompletionOutput, RequestOutput
 from thinkgate.engine.sampling_params import SamplingParams
 from thinkgate.parsers import Parser, StreamParser, collect, get_parser
@@ -303,9 +303,7 @@ def chat_layer_for(llm: Any) -> ChatLayer:
                    if k in ("reasoning_parser", "tool_call_parser")}
         if engine.config.model is None:
             options = {**DEMO_PARSERS, **options}
-        if not isinstance(engine.structured_output, ConstrainedDecoding):
-            engine.structured_output = ConstrainedDecoding.for_engine(
-                engine, options.get("reasoning_parser"))
+        install_constrained_decoding(engine, options.get("reasoning_parser"))
         layer = ChatLayer(engine.tokenizer, **options)
         llm._chat_layer = layer
     return layer

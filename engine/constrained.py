@@ -115,3 +115,14 @@ class ConstrainedDecoding(StructuredOutputHook):
     def close(self) -> None:
         if self._grammar is not None:
             self._grammar.close()
+
+
+def install_constrained_decoding(engine: Any, reasoning_parser: str | None = None
+                                 ) -> ConstrainedDecoding:
+    """Give a loaded `LLMEngine` the grammar + reasoning-gate hook (once; idempotent)."""
+    hook = engine.structured_output
+    if isinstance(hook, ConstrainedDecoding):
+        return hook
+    hook = ConstrainedDecoding.for_engine(engine, reasoning_parser)
+    engine.structured_output = hook
+    return hook
