@@ -35,10 +35,13 @@ class IncrementalDetokenizer:
         self.pending = ""
         self.new_text = ""  # released by the last call to `step` or `flush`
 
+    def start_step(self) -> None:
+        """Forget the text released by the previous step (`new_text` is per step)."""
+        self.new_text = ""
+
     def step(self, token_id: int, match_stop: bool = True) -> str | None:
         """Decode one token; return the stop string it completed, if any (and `match_stop`)."""
         piece = self.stream.step(self.backend, token_id)
-        self.new_text = ""
         if not piece:
             return None
         if not self.stop:

@@ -97,7 +97,7 @@ class Scheduler:
         """Append each sampled token, apply the stop rules, free finished sequences' blocks."""
         finished = []
         for seq, token in zip(seqs, token_ids):
-            seq.detokenizer.new_text = ""
+            seq.detokenizer.start_step()
             if token < 0:  # the sampler found no allowed token (e.g. a grammar dead end)
                 seq.finish("abort", "no allowed token")
             else:
