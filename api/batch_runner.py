@@ -11,6 +11,7 @@ from typing import Any
 from thinkgate.api.batch import finished_keys, open_output, pending_lines, read_lines, run_lines
 
 logger = logging.getLogger(__name__)
+logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per batch request
 
 
 class InProcessClient:

@@ -51,6 +51,8 @@ class BatchReplica:
 def _init_ray(address: str | None) -> Any:
     import ray
 
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    ray.data.DataContext.get_current().enable_progress_bars = False  # run-batch draws its own
     if not ray.is_initialized():
         if address:
             ray.init(address=address, log_to_driver=False)
