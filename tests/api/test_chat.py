@@ -7,7 +7,6 @@ import json
 import jsonschema
 import openai
 import pytest
-
 from thinkgate.engine.demo_data import TOOLS
 
 MODEL = "thinkgate-demo"
