@@ -74,7 +74,9 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="thinkgate", description="thinkgate LLM engine")
-    ap.add_argument("--log-level", default="INFO", help="Python logging level")
+    ap.add_argument("--log-level", default=None,
+                    help="Python logging level (default: INFO for serve and run-batch, "
+                         "WARNING for chat)")
     sub = ap.add_subparsers(dest="command", required=True)
     _serve_parser(sub)
     _batch_parser(sub)
@@ -85,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     ns = build_parser().parse_args(argv)
-    logging.basicConfig(level=ns.log_level.upper(),
+    level = ns.log_level or ("WARNING" if ns.command in ("chat", "bench") else "INFO")
+    logging.basicConfig(level=level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if ns.command == "serve":
         from thinkgate.api.launch import serve
