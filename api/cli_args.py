@@ -53,7 +53,7 @@ def add_model_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     p.add_argument("--chat-template", default=None,
                    help="Jinja chat template (file path or the template text)")
     p.add_argument("--default-chat-template-kwargs", type=_json_object, default=None,
-                   help='JSON object passed to every chat template, e.g. {"enable_thinking": false}')
+                   help='JSON object for every chat template, e.g. {"enable_thinking": false}')
     p.add_argument("--max-model-len", type=int, default=None, help="context length in tokens")
     p.add_argument("--max-num-seqs", type=int, default=256, help="sequences run at once")
     p.add_argument("--max-num-batched-tokens", type=int, default=None)

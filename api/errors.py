@@ -35,12 +35,13 @@ class APIError(Exception):
         self.code = code
 
 
-def context_length_error(num_prompt: int, max_new: int, max_model_len: int) -> APIError:
+def context_length_error(num_prompt: int, max_new: int, max_model_len: int,
+                         param: str = "messages") -> APIError:
     return APIError(
         f"This model's maximum context length is {max_model_len} tokens. However, you requested "
-        f"{num_prompt + max_new} tokens ({num_prompt} in the messages, {max_new} in the "
+        f"{num_prompt + max_new} tokens ({num_prompt} in the {param}, {max_new} in the "
         "completion). Please reduce the length of the messages or completion.",
-        param="messages",
+        param=param,
         code="context_length_exceeded",
     )
 

@@ -61,15 +61,16 @@ def new_request_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
-def check_length(num_prompt: int, max_new: int | None, max_model_len: int) -> int:
+def check_length(num_prompt: int, max_new: int | None, max_model_len: int,
+                 param: str = "messages") -> int:
     """The max_tokens to use: the request's, or what the context has left. 400 if it cannot fit."""
     room = max_model_len - num_prompt
     if max_new is None:
         if room < 1:
-            raise context_length_error(num_prompt, 1, max_model_len)
+            raise context_length_error(num_prompt, 1, max_model_len, param)
         return room
     if num_prompt + max_new > max_model_len:
-        raise context_length_error(num_prompt, max_new, max_model_len)
+        raise context_length_error(num_prompt, max_new, max_model_len, param)
     return max_new
 
 

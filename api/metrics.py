@@ -1,4 +1,4 @@
-"""Prometheus metrics of the server: requests, tokens, queue, time to first token, inter-token latency.
+"""Prometheus metrics: requests, tokens, queue, time to first token, inter-token latency.
 
 Each app owns its own registry (two servers in one process do not clash). Names follow vLLM's
 metrics with a `thinkgate_` prefix.

@@ -209,7 +209,9 @@ def build_app(state: ServerState) -> FastAPI:
 def _add_basic_routes(app: FastAPI, state: ServerState) -> None:
     @app.get("/health")
     async def health() -> Response:
-        return Response(status_code=200)
+        """200 while the engine's step loop runs; 503 once it has died."""
+        running = getattr(state.engine, "is_running", True)
+        return Response(status_code=200 if running else 503)
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:

@@ -57,11 +57,12 @@ class _Chat:
         self.id = new_request_id("chatcmpl")
         self.created = int(time.time())
         if req.continue_final_message:
-            raise APIError("continue_final_message is not supported", param="continue_final_message")
+            raise APIError("continue_final_message is not supported",
+                           param="continue_final_message")
         self.top = (req.top_logprobs or 0) if req.logprobs else None
         limit = req.completion_limit()
-        base = build_sampling_params(sampling_kwargs(req, limit or 1, self.top),
-                                     len(state.tokenizer))
+        kwargs = sampling_kwargs(req, limit or state.max_model_len, self.top)
+        base = build_sampling_params(kwargs, len(state.tokenizer))
         response_format = req.response_format.model_dump(by_alias=True, exclude_none=True) \
             if req.response_format else None
         tool_choice = req.tool_choice.model_dump() if hasattr(req.tool_choice, "model_dump") \

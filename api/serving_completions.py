@@ -55,7 +55,7 @@ class _Completion:
         self.id = new_request_id("cmpl")
         self.created = int(time.time())
         self.prompts = _prompts(state, req.prompt)
-        max_new = [check_length(len(ids), req.max_tokens, state.max_model_len)
+        max_new = [check_length(len(ids), req.max_tokens, state.max_model_len, "prompt")
                    for _, ids in self.prompts]
         self.params = [build_sampling_params(sampling_kwargs(req, m, req.logprobs),
                                              len(state.tokenizer)) for m in max_new]

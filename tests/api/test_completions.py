@@ -98,7 +98,7 @@ def test_metrics_after_requests(client, http) -> None:
     ({"model": MODEL, "prompt": []}, "prompt"),
     ({"model": MODEL, "prompt": "x", "temperature": -1}, "temperature"),
     ({"model": MODEL, "prompt": "x", "logprobs": 9}, "logprobs"),
-    ({"model": MODEL, "prompt": "x", "max_tokens": 10**7}, "messages"),
+    ({"model": MODEL, "prompt": "x", "max_tokens": 10**7}, "prompt"),
     ({"model": MODEL, "prompt": [10**9]}, "prompt"),
 ])
 def test_completion_bad_requests_are_400(http, body, param) -> None:
