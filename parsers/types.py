@@ -2,7 +2,7 @@
 
 A *tool format* plugs into the streaming interpreter (`interpreter.StreamParser`) through two
 small classes defined here, `ToolFormat` and `ToolSection`; parsers/README.md explains the
-protocol with an example (`tools/hermes.py`).
+protocol with an example (`tools/tool_format.py`).
 """
 
 from __future__ import annotations

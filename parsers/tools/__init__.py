@@ -6,8 +6,8 @@ Owned by the tool-parser work (issue 5): add a row per name, a module per family
 from __future__ import annotations
 
 TOOL_MODULES: dict[str, str] = {
-    "hermes": "thinkgate.parsers.tools.hermes",
-    "qwen3_json": "thinkgate.parsers.tools.hermes",
+    "hermes": "thinkgate.parsers.tools.formats",
+    "qwen3_json": "thinkgate.parsers.tools.formats",
     "dots": "thinkgate.parsers.tools.formats",
     "deepseek_v3": "thinkgate.parsers.tools.formats",
     "deepseek_v31": "thinkgate.parsers.tools.formats",

@@ -10,11 +10,9 @@ from .spec import ToolSpec
 from .tool_format import SpecToolFormat
 
 TOOL_SPECS: dict[str, ToolSpec] = {s.name: s for s in (*_JSON_SPECS, *_XML_SPECS)}
-FRAMEWORK_OWNED = ("hermes", "qwen3_json")  # registered by tools/hermes.py
 
 for _name, _spec in TOOL_SPECS.items():
-    if _name not in FRAMEWORK_OWNED:
-        register_tool_parser(_name)(SpecToolFormat(_spec))
+    register_tool_parser(_name)(SpecToolFormat(_spec))
 
 
 def get_tool_spec(name: str) -> ToolSpec:

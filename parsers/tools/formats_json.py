@@ -7,7 +7,7 @@ from .spec import Header, Region, ToolSpec
 _TC = Region(("<tool_call>",), "json_call", end=("</tool_call>",))
 
 SPECS = [
-    ToolSpec("hermes", (_TC,), "Hermes 2/3, Qwen2.5, QwQ (parser registered by the framework)"),
+    ToolSpec("hermes", (_TC,), "Hermes 2/3, Qwen2.5, QwQ"),
     ToolSpec("qwen3_json", (_TC,), "Qwen2.5 / QwQ / Qwen3 (JSON tool calls)"),
     ToolSpec("granite4", (_TC,), "IBM Granite 4"),
     ToolSpec("ernie45", (_TC,), "Baidu ERNIE 4.5"),

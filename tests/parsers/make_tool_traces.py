@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from thinkgate.parsers.tools.formats import FRAMEWORK_OWNED, TOOL_SPECS
+from thinkgate.parsers.tools.formats import TOOL_SPECS
 from thinkgate.parsers.tools.grammar import render_calls
 
 OUT = Path(__file__).parent / "traces" / "tools"
@@ -72,10 +72,7 @@ def cases(name: str) -> list[dict[str, Any]]:
          "tool_calls": [{"name": "get_weather", "arguments": tricky}]},
         {"name": "truncated_in_value", "tools": TOOLS, "text": cut,
          "tool_calls": [{"name": "get_weather",
-                         "arguments": {"city": "Par"} if _streams_strings(name) else {}}]}
-        if name not in FRAMEWORK_OWNED else  # tools/hermes.py holds a call until it closes
-        {"name": "truncated_in_value", "tools": TOOLS, "text": cut, "content": cut,
-         "allow_markers": [marker]},
+                         "arguments": {"city": "Par"} if _streams_strings(name) else {}}]},
         {"name": "no_tools_given", "text": call,
          "tool_calls": [{"name": "get_weather", "arguments": {
              "city": "Paris", "days": 3 if _typed_without_schema(name) else "3"}}]},

@@ -54,15 +54,19 @@ def test_plugin_registers_new_names(tmp_path) -> None:
     plugin = tmp_path / "my_plugin.py"
     plugin.write_text(
         "from thinkgate.parsers import ReasoningFormat, register_reasoning_parser\n"
-        "from thinkgate.parsers.tools.hermes import Hermes\n"
         "from thinkgate.parsers import register_tool_parser\n"
+        "from thinkgate.parsers.tools.spec import Region, ToolSpec\n"
+        "from thinkgate.parsers.tools.tool_format import SpecToolFormat\n"
         "register_reasoning_parser('my_reason')(ReasoningFormat('my_reason', start=('<r>',),"
         " end=('</r>',), prefilled=False))\n"
-        "register_tool_parser('my_tools')(Hermes)\n")
+        "register_tool_parser('my_tools')(SpecToolFormat(ToolSpec('my_tools', (Region(('<c>',),"
+        " 'json_call', end=('</c>',)),))))\n")
     assert load_plugin(plugin) == ["reasoning:my_reason", "tool:my_tools"]
     assert "my_reason" in list_parsers()["reasoning"]
     m = get_parser("my_tools", "my_reason").parse("<r>x</r>y")
     assert (m.reasoning, m.content) == ("x", "y")
+    m = get_parser("my_tools").parse('<c>{"name": "f", "arguments": {}}</c>')
+    assert [c.name for c in m.tool_calls] == ["f"]
     with pytest.raises(ValueError, match="not a file"):
         load_plugin(tmp_path / "missing.py")
 
@@ -98,10 +102,36 @@ def test_hermes_malformed_and_truncated() -> None:
     bad = "<tool_call>{not json}</tool_call>"
     assert p.parse(bad).content == bad and p.parse(bad).tool_calls == []
     unclosed = '<tool_call>{"name": "f", "arguments": {"a": 1}}'
-    assert [c.name for c in p.parse(unclosed).tool_calls] == ["f"]
-    cut = '<tool_call>{"name": "f", "argu'
-    m = p.parse(cut)
-    assert m.content == cut and m.tool_calls == []
+    s = p.stream()
+    m = collect(s.feed(unclosed) + s.finish())
+    assert [(c.name, c.arguments) for c in m.tool_calls] == [("f", '{"a": 1}')]
+    assert s.num_completed_calls == 1  # the body is complete; only </tool_call> is missing
+    # cut off mid-call: the call was already streamed; its arguments are closed, not counted
+    s = p.stream()
+    m = collect(s.feed('<tool_call>{"name": "f", "arguments": {"a": "Par') + s.finish())
+    assert m.content is None and [(c.name, json.loads(c.arguments)) for c in m.tool_calls] == [
+        ("f", {"a": "Par"})]
+    assert s.num_completed_calls == 0
+
+
+@pytest.mark.parametrize("tool_parser", ["hermes", "qwen3_json"])
+def test_qwen3_hermes_arguments_stream_as_written(tool_parser: str) -> None:
+    """The demo model's format: arguments arrive while the model writes them, not at the end."""
+    text = ('<think>\n...\n</think>\n\n<tool_call>\n'
+            '{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>')
+    s = get_parser(tool_parser=tool_parser, reasoning_parser="qwen3").stream()
+    per_char = [s.feed(ch) for ch in text]
+    deltas = [d for out in per_char for d in out] + s.finish()
+    check_delta_shape(deltas)
+    m = collect(deltas)
+    assert (m.reasoning, m.content) == ("...", None)
+    assert [(c.name, c.arguments) for c in m.tool_calls] == [
+        ("get_weather", '{"city": "Paris"}')]
+    args_at = [i for i, out in enumerate(per_char)
+               for d in out for tc in d.get("tool_calls", ()) if tc["function"].get("arguments")]
+    assert len(args_at) >= len('{"city": "Paris"}') - 1  # about one delta per character
+    assert args_at[0] < text.index('"Paris"') < text.index("</tool_call>")
+    assert s.num_completed_calls == 1
 
 
 def test_tool_start_ends_reasoning_implicitly() -> None:
