@@ -84,12 +84,19 @@ def test_auto_tool_call(client) -> None:
     assert _check_args(call, WEATHER)["city"] == "Paris"
 
 
-@pytest.mark.parametrize("tool_choice", ["required", {"type": "function",
-                                                      "function": {"name": "get_time"}}])
-def test_required_and_named_tool_choice(client, tool_choice) -> None:
+NAMED = {"type": "function", "function": {"name": "get_time"}}
+
+
+@pytest.mark.parametrize("tool_choice, extra", [
+    ("required", {"thinking_token_budget": 24}),  # the budget closes the thinking
+    (NAMED, {"thinking_token_budget": 24}),
+    (NAMED, {"chat_template_kwargs": {"enable_thinking": False}}),
+])
+def test_required_and_named_tool_choice(client, tool_choice, extra) -> None:
     out = client.chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": "Tell me a joke."}],
-        tools=[WEATHER, TIME], tool_choice=tool_choice, max_tokens=128, temperature=0)
+        tools=[WEATHER, TIME], tool_choice=tool_choice, max_tokens=160, temperature=0,
+        extra_body=extra)
     calls = out.choices[0].message.tool_calls
     assert calls, out.choices[0].message
     for call in calls:
@@ -106,7 +113,7 @@ def test_json_schema_response_format(client) -> None:
     out = client.chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": "Describe Paris as JSON."}],
         response_format={"type": "json_schema", "json_schema": {"name": "city", "schema": schema}},
-        max_tokens=128, temperature=0)
+        max_tokens=160, temperature=0, extra_body={"thinking_token_budget": 24})
     assert out.choices[0].finish_reason == "stop"
     jsonschema.validate(json.loads(out.choices[0].message.content), schema)
 
@@ -115,8 +122,10 @@ def test_tools_and_response_format_together(client) -> None:
     schema = {"type": "object", "properties": {"answer": {"type": "string"}},
               "required": ["answer"]}
     out = client.chat.completions.create(
-        model=MODEL, messages=ASK_WEATHER, tools=[WEATHER], max_tokens=128, temperature=0,
-        response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": schema}})
+        model=MODEL, messages=ASK_WEATHER, tools=[WEATHER], max_tokens=160, temperature=0,
+        response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": schema}},
+        extra_body={"thinking_token_budget": 24})
+    assert out.choices[0].finish_reason in ("stop", "tool_calls")
     msg = out.choices[0].message
     if msg.tool_calls:
         _check_args(msg.tool_calls[0], WEATHER)
