@@ -106,7 +106,7 @@ async def parse_body(request: Request, model: type[BaseModel]) -> Any:
     raw = await request.body()
     try:
         data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise APIError(f"We could not parse the JSON body of your request: {exc}") from exc
     if not isinstance(data, dict):
         raise APIError("The request body must be a JSON object.")

@@ -206,3 +206,54 @@ def test_malformed_json_body(http) -> None:
         r = http.post("/v1/chat/completions", content=raw,
                       headers={"content-type": "application/json"})
         assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+
+
+ODD = [
+    {"messages": [{"role": "user", "content": 7}]},
+    {"messages": [{"role": "user"}]},
+    {"messages": [{"role": "tool", "content": "x"}]},
+    {"messages": [{"role": "assistant", "content": None, "tool_calls": [1, "x"]}]},
+    {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
+    {"messages": "hello"},
+    {"tools": [{"type": "function"}]},
+    {"tools": [{"type": "function", "function": {"name": "f", "parameters": "nope"}}]},
+    {"tool_choice": "sometimes", "tools": [WEATHER]},
+    {"tool_choice": "required"},
+    {"response_format": {"type": "yaml"}},
+    {"response_format": {"type": "json_schema"}},
+    {"logit_bias": {"abc": 1}},
+    {"logit_bias": {"5": 1000}},
+    {"logit_bias": {"99999999": 1}},
+    {"stop": ["a", "b", "c", "d", "e"]},
+    {"n": 0},
+    {"seed": "seven"},
+    {"stream_options": {"include_usage": True}},
+    {"max_completion_tokens": 0},
+    {"top_p": 0},
+    {"reasoning_effort": "extreme"},
+    {"thinking_token_budget": -1},
+    {"stop_token_ids": [10**9]},
+    {"structured_outputs": {"json": {"type": "object"}, "regex": "a+"}},
+    {"structured_outputs": {"grammar": "root ::= ("}},
+    {"chat_template": "{% for %}"},
+    {"chat_template_kwargs": "yes"},
+]
+
+
+@pytest.mark.parametrize("patch", ODD)
+def test_odd_requests_are_400_never_500(http, patch) -> None:
+    body = {"model": MODEL, "messages": ASK_WEATHER, "max_tokens": 4, **patch}
+    r = http.post("/v1/chat/completions", json=body)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["type"] == "invalid_request_error"
+    if "stream_options" not in patch:  # with stream: true, stream_options is valid
+        stream = http.post("/v1/chat/completions", json={**body, "stream": True})
+        assert stream.status_code == 400, stream.text
+
+
+def test_deeply_nested_body(http) -> None:
+    raw = b'{"messages": ' + b"[" * 100000 + b"]" * 100000 + b"}"
+    r = http.post("/v1/chat/completions", content=raw,
+                  headers={"content-type": "application/json"})
+    assert r.status_code == 400
+    assert http.get("/health").status_code == 200
