@@ -6,7 +6,9 @@
 
 States: REASONING, CONTENT, TOOL (a `ToolSection` owns the text). Whitespace touching a marker is
 dropped (`<think>\\n..\\n</think>\\n\\nHi` gives reasoning `..` and content `Hi`); whitespace at
-the very start and end of the output is kept.
+the very start and end of the output is kept, and so is whitespace around a section that gives its
+text back as content. A tool format's `anchored_markers` open a section only at the start of the
+answer (before any content or call).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class Parser:
         self.tool = tool
         self.tokenizer = tokenizer
         tool_starts = tool.start_markers if tool is not None else ()
+        self._anchored = frozenset(tool.anchored_markers if tool is not None else ())
         r = reasoning
         self._roles: dict[str, dict[str, str]] = {REASONING: {}, "on": {}, "off": {}}
         for m in tool_starts:
@@ -51,7 +54,8 @@ class Parser:
             rr, con = self._roles[REASONING], self._roles["on"]
             for m in r.start:
                 rr[m] = "drop"
-            for m in (*r.implicit_end, *(tool_starts if tool and tool.ends_reasoning else ())):
+            ends = tool_starts if tool and tool.ends_reasoning else ()
+            for m in (*r.implicit_end, *(m for m in ends if m not in self._anchored)):
                 rr[m] = "implicit"
             for m in r.end:
                 rr[m] = "end"
@@ -72,6 +76,10 @@ class Parser:
             "on": MarkerSet(self._roles["on"], pats),
             "off": MarkerSet(self._roles["off"]),
         }
+        # once the answer has started, anchored markers are plain text
+        self._late_sets = {k: self._sets[k] if not self._anchored else MarkerSet(
+            [m for m in self._roles[k] if m not in self._anchored], pats if k == "on" else ())
+            for k in ("on", "off")}
         self._id_markers: dict[int, str] = {}
         if tokenizer is not None:
             markers = set(self._roles[REASONING]) | set(self._roles["on"])
@@ -123,6 +131,9 @@ class StreamParser:
         self._reasoning_parts: list[str] = []
         self._content_seen = False
         self._num_calls = 0
+        self._at_start = True  # no content and no call yet: anchored markers may open a section
+        self._section_ws: str | None = None  # whitespace before the open section's marker
+        self._section_calls = 0  # calls started before the open section
         self.num_completed_calls = 0
         self.finished = False
         self._out: list[dict[str, Any]] = []
@@ -170,11 +181,15 @@ class StreamParser:
                     buf, pos = "", 0
                     break
                 self._section, self._state = None, CONTENT
-                self._boundary()
+                if self._num_calls == self._section_calls and not self._seg_empty:
+                    self._section_ws = None  # given back as text: the segment goes on
+                else:
+                    self._boundary()
                 buf, pos = rest, 0
                 continue
             key = self._state if self._state == REASONING else self._content_key
-            markers = self._p._sets[key]
+            sets = self._p._sets if self._at_start or key == REASONING else self._p._late_sets
+            markers = sets[key]
             hit = markers.next_marker(buf, pos, final)
             if hit is None:
                 hold = 0 if final else markers.holdback(buf, pos)
@@ -183,12 +198,16 @@ class StreamParser:
                 break
             start, end, marker = hit
             self._text(buf[pos:start])
+            if marker in self._p._anchored and not self._at_start and key != REASONING:
+                pos = start  # the text before it started the answer: scan again, as text
+                continue
             pos = self._act(self._p._roles[key][marker], marker, start, end)
         self._buf = buf
 
     def _act(self, role: str, marker: str, start: int, end: int) -> int:
         """Apply a marker's role; return where scanning resumes."""
         self._last_was_marker = True
+        ws = self._pending_ws
         if role == "drop":
             # The text either side joins up: `a</think> b` -> `a b`, one run of whitespace kept.
             # At the start of a segment it is an opening (`<think>\n..`): strip like a boundary.
@@ -205,6 +224,7 @@ class StreamParser:
             if self._p.reasoning.reasoning_head:
                 self._head = ""
         elif role == "tool":
+            self._section_ws, self._section_calls = ws, self._num_calls
             self._section = self._p.tool.open_section(marker, self._ctx)
             self._state = TOOL
         return end
@@ -258,6 +278,7 @@ class StreamParser:
     def _emit(self, kind: str, text: str) -> None:
         self._seg_empty = False
         if kind == CONTENT:
+            self._at_start = False
             if self._prefix:
                 text, self._prefix = self._prefix + text, ""
             self._content_seen = True
@@ -272,11 +293,15 @@ class StreamParser:
     def _events(self, events: list[Event]) -> None:
         for ev in events:
             if isinstance(ev, Content):
+                if self._section_ws is not None and self._num_calls == self._section_calls:
+                    # the section hands back its text (not a call): it keeps its whitespace
+                    self._pending_ws, self._section_ws = self._section_ws, None
+                    self._strip_lead = False
                 self._segment_text(CONTENT, ev.text)
             elif isinstance(ev, Reasoning):
                 self._emit(REASONING, ev.text)
             elif isinstance(ev, ToolStart):
-                self._pending_ws = ""
+                self._pending_ws, self._section_ws, self._at_start = "", None, False
                 self._num_calls += 1
                 call_id = ev.id or "chatcmpl-tool-" + secrets.token_hex(8)
                 self._out.append({"tool_calls": [{

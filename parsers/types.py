@@ -103,10 +103,14 @@ class ToolFormat:
     special_markers: every marker of the format that may be a special token (start, inner and end
         markers). With a tokenizer, single-token ones are recognised by id, so a detokenizer that
         skips special tokens loses nothing. Defaults to `start_markers`.
+    anchored_markers: start markers that open a section only at the start of the answer (no
+        content and no call before them, whitespace aside; reasoning does not count), e.g. a bare
+        `[` or `{`. Anywhere else they are text, and they never end reasoning.
     """
 
     start_markers: tuple[str, ...] = ()
     special_markers: tuple[str, ...] = ()
+    anchored_markers: tuple[str, ...] = ()
     ends_reasoning: bool = True
 
     def __init__(self, tokenizer: Any = None) -> None:

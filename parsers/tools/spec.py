@@ -69,10 +69,16 @@ class ToolSpec:
     regions: tuple[Region, ...]
     models: str = ""
     extra_markers: tuple[str, ...] = ()  # inner/end markers that may be special tokens
+    anchored: tuple[str, ...] = ()  # start markers that count only at the start of the answer
     ends_reasoning: bool = True
     grammar: str = "native"  # "native": structural tag in the format's syntax
     notes: str = ""
     aliases: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        stray = [m for m in self.anchored if m not in self.start_markers()]
+        if stray:
+            raise ValueError(f"{self.name}: anchored markers {stray} are not start markers")
 
     def start_markers(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(m for r in self.regions for m in r.begin))

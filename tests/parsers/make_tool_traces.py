@@ -56,7 +56,10 @@ def cases(name: str) -> list[dict[str, Any]]:
          "tool_calls": [{"name": "get_weather", "arguments": weather}]},
         {"name": "content_before", "text": "Let me check. " + call, "tools": TOOLS,
          "content": "Let me check.",
-         "tool_calls": [{"name": "get_weather", "arguments": weather}]},
+         "tool_calls": [{"name": "get_weather", "arguments": weather}]}
+        if marker not in spec.anchored else  # a bare "[" / "{" counts only at the start
+        {"name": "content_before", "text": "Let me check. " + call, "tools": TOOLS,
+         "content": "Let me check. " + call, "allow_markers": [marker]},
         {"name": "parallel", "tools": TOOLS,
          "text": render_calls(name, [("get_weather", weather), ("ping", {}),
                                      ("get_weather", {"city": "Oslo"})]),
@@ -83,7 +86,7 @@ def cases(name: str) -> list[dict[str, Any]]:
                     "tool_calls": [{"name": "get_weather", "arguments": weather}]})
     if len(marker) > 1:
         out.append({"name": "truncated_at_marker", "tools": TOOLS,
-                    "text": "Checking. " + marker, "content": "Checking." + marker,
+                    "text": "Checking. " + marker, "content": "Checking. " + marker,
                     "allow_markers": [m for m in spec.special_markers() if m in marker]})
     return out
 

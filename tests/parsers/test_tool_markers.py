@@ -1,0 +1,76 @@
+"""Where a tool start marker counts: anchored markers (only at the start of the answer), text a
+section gives back keeping its whitespace, and a marker that is a prefix of a longer one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from parser_harness import split
+from thinkgate.parsers import collect, get_parser
+
+CHUNKINGS = ["999", "1", "2", "3", "7", "rand0", "rand3"]
+
+
+def _run(tool: str, text: str, how: str, reasoning: str | None = None):
+    s = get_parser(tool_parser=tool, reasoning_parser=reasoning).stream()
+    deltas = [d for chunk in split(text, how) for d in s.feed(chunk)] + s.finish()
+    return collect(deltas), s
+
+
+def _calls(m) -> list[tuple[str, dict]]:
+    return [(c.name, json.loads(c.arguments)) for c in m.tool_calls]
+
+
+@pytest.mark.parametrize("how", CHUNKINGS)
+@pytest.mark.parametrize(("tool", "text"), [
+    ("pythonic", "See [1] ok, and [f(a=1)] is how you call f."),
+    ("pythonic", "Answer: [get_weather(city='Paris')]"),
+    ("xlam", 'The list [{"name": "f", "arguments": {}}] is a call.'),
+    ("llama3_json", 'Use {"name": "f", "parameters": {}} to call f.'),
+    ("llama4_json", 'x = {"name": "f", "parameters": {"a": 1}}'),
+])
+def test_anchored_marker_after_text_is_content(tool: str, text: str, how: str) -> None:
+    m, s = _run(tool, text, how)
+    assert (m.content, m.tool_calls, s.num_completed_calls) == (text, [], 0)
+
+
+@pytest.mark.parametrize("how", CHUNKINGS)
+@pytest.mark.parametrize(("tool", "text", "calls"), [
+    ("pythonic", "  \n[f(a=1), g()]", [("f", {"a": 1}), ("g", {})]),
+    ("xlam", '[{"name": "f", "arguments": {"a": 1}}]', [("f", {"a": 1})]),
+    ("llama3_json", '\n{"name": "f", "parameters": {"a": 1}}', [("f", {"a": 1})]),
+    ("llama3_json", 'Sure. <|python_tag|>{"name": "f", "parameters": {}}', [("f", {})]),
+])
+def test_anchored_marker_at_the_start_opens_calls(tool: str, text: str, calls, how: str) -> None:
+    m, _ = _run(tool, text, how)
+    assert _calls(m) == calls
+
+
+@pytest.mark.parametrize("how", CHUNKINGS)
+def test_anchored_marker_right_after_reasoning(how: str) -> None:
+    text = "<think>I could write [x] or {y}.</think>\n\n[f(a=1)]"
+    m, _ = _run("pythonic", text, how, reasoning="deepseek_r1")
+    assert m.reasoning == "I could write [x] or {y}." and m.content is None
+    assert _calls(m) == [("f", {"a": 1})]
+    m, _ = _run("pythonic", "<think>r</think>Hi. [f(a=1)]", how, reasoning="deepseek_r1")
+    assert (m.content, m.tool_calls) == ("Hi. [f(a=1)]", [])
+
+
+@pytest.mark.parametrize("how", CHUNKINGS)
+@pytest.mark.parametrize(("tool", "text"), [
+    ("hermes", "Sure <tool_call>{not json}</tool_call> ok"),
+    ("hermes", "Checking. <tool_call>"),
+    ("pythonic", "[1] ok"),
+    ("qwen3_coder", "a <tool_call>\n<nope>\n</tool_call> b"),
+])
+def test_given_back_section_keeps_its_whitespace(tool: str, text: str, how: str) -> None:
+    m, s = _run(tool, text, how)
+    assert (m.content, m.tool_calls, s.num_completed_calls) == (text, [], 0)
+
+
+@pytest.mark.parametrize("how", CHUNKINGS)
+def test_whitespace_around_a_real_call_is_still_dropped(how: str) -> None:
+    text = 'Sure. \n<tool_call>{"name": "f", "arguments": {}}</tool_call>\n\nDone.'
+    m, _ = _run("hermes", text, how)
+    assert (m.content, _calls(m)) == ("Sure.Done.", [("f", {})])
