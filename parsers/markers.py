@@ -60,8 +60,9 @@ class MarkerSet:
                     final: bool = False) -> tuple[int, int, str] | None:
         """(start, end, key) of the first complete marker at or after `pos`, or None.
 
-        A match that ends the buffer and could still grow into a longer marker (`<tool_call>` vs
-        `<tool_calls>`) is not reported unless `final`.
+        Unless `final`, a match is not reported while a longer marker could still complete at or
+        before its start: `[` waits in `[TOOL` (`[TOOL_CALLS]`), `<tool_call>` at the end of the
+        buffer waits (`<tool_calls>`). The caller holds back `holdback(buf)` characters meanwhile.
         """
         if self._find is None:
             return None
@@ -71,8 +72,10 @@ class MarkerSet:
         key = m.group(0)
         if m.lastgroup is not None:
             key = self.patterns[int(m.lastgroup[1:])].key
-        if not final and m.end() == len(buf) and m.group(0) in self._prefixes:
-            return None
+        if not final and len(buf) - m.start() < self.max_len:
+            held = self.holdback(buf, pos)
+            if held and len(buf) - held <= m.start():
+                return None
         return m.start(), m.end(), key
 
     def holdback(self, buf: str, pos: int = 0) -> int:

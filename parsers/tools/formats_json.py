@@ -49,8 +49,7 @@ SPECS = [
         Region(("```json",), "json_list", end=("```",)),
         Region(("[TOOL_CALLS]",), "json_list"),
         Region(("<tool_call>",), "json_list", end=("</tool_call>",)),
-        # "[" is also how "[TOOL_CALLS]" begins; a stream split after "[" lands here
-        Region(("[",), "json_list", optional_prefixes=("[TOOL_CALLS]",)),
+        Region(("[",), "json_list"),
     ), "Salesforce xLAM", anchored=("[",)),
     ToolSpec("mistral", (Region(("[TOOL_CALLS]",), "json_args", list_alt=True,
                                 header=Header(name_end=("[ARGS]", "[CALL_ID]"), name_stop=("{",),

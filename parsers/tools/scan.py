@@ -6,42 +6,29 @@ held-back text, so the work per delta is proportional to the delta.
 
 from __future__ import annotations
 
+from functools import lru_cache
 
-def find_marker(buf: str, markers: tuple[str, ...]) -> tuple[int, str] | None:
-    """Earliest occurrence of any marker in ``buf`` (longest marker wins a tie)."""
-    best: tuple[int, str] | None = None
-    for m in markers:
-        i = buf.find(m)
-        if i >= 0 and (best is None or i < best[0] or (i == best[0] and len(m) > len(best[1]))):
-            best = (i, m)
-    return best
+from thinkgate.parsers.markers import MarkerSet
 
 
-def held_suffix(buf: str, markers: tuple[str, ...]) -> int:
-    """Length of the longest suffix of ``buf`` that is a proper prefix of some marker."""
-    longest = 0
-    for m in markers:
-        for n in range(min(len(m) - 1, len(buf)), longest, -1):
-            if buf.endswith(m[:n]):
-                longest = n
-                break
-    return longest
+@lru_cache(maxsize=1024)
+def _marker_set(markers: tuple[str, ...]) -> MarkerSet:
+    return MarkerSet(markers)
 
 
 def split_on_markers(buf: str, markers: tuple[str, ...]) -> tuple[str, str | None, str]:
     """Split ``buf`` at its first marker: ``(before, marker, after)``.
 
     With no complete marker, ``marker`` is None, ``before`` is the text that can no longer be part
-    of a marker and ``after`` is the held-back suffix that still could be.
+    of a marker and ``after`` is the held-back suffix that still could be. Matching is the
+    interpreter's (``MarkerSet``): a marker waits while a longer one could still complete.
     """
-    hit = find_marker(buf, markers)
+    ms = _marker_set(markers)
+    hit = ms.next_marker(buf)
     if hit is not None:
-        i, m = hit
-        tail = buf[i:]
-        if any(len(m2) > len(tail) and m2.startswith(tail) for m2 in markers):
-            return buf[:i], None, tail  # a longer marker may still be arriving
-        return buf[:i], m, buf[i + len(m):]
-    n = held_suffix(buf, markers)
+        start, end, marker = hit
+        return buf[:start], marker, buf[end:]
+    n = ms.holdback(buf)
     return buf[: len(buf) - n], None, buf[len(buf) - n:]
 
 

@@ -8,6 +8,8 @@ import json
 import pytest
 from parser_harness import split
 from thinkgate.parsers import collect, get_parser
+from thinkgate.parsers.markers import MarkerSet
+from thinkgate.parsers.tools.scan import split_on_markers
 
 CHUNKINGS = ["999", "1", "2", "3", "7", "rand0", "rand3"]
 
@@ -74,3 +76,29 @@ def test_whitespace_around_a_real_call_is_still_dropped(how: str) -> None:
     text = 'Sure. \n<tool_call>{"name": "f", "arguments": {}}</tool_call>\n\nDone.'
     m, _ = _run("hermes", text, how)
     assert (m.content, _calls(m)) == ("Sure.Done.", [("f", {})])
+
+
+@pytest.mark.parametrize("match", [
+    lambda ms, buf: ms.next_marker(buf),
+    lambda ms, buf: split_on_markers(buf, tuple(ms.literals))[1],
+])
+def test_complete_marker_waits_while_a_longer_one_may_still_arrive(match) -> None:
+    ms = MarkerSet(["[", "[TOOL_CALLS]", "<|python_tag|>", "<|py"])
+    assert match(ms, "ok [TOOL") is None and ms.holdback("ok [TOOL") == len("[TOOL")
+    assert match(ms, "ok [TOOL_CALLS]") is not None
+    assert match(ms, "[TOOL]") is not None and match(ms, "[1, 2") is not None
+    assert match(ms, "a <|python") is None  # "<|py" is complete, "<|python_tag|>" may follow
+    assert ms.next_marker("ok [TOOL", final=True) == (3, 4, "[")
+    # a longer marker that began before the complete one wins: wait for it
+    ms2 = MarkerSet(["b", "abc"])
+    assert match(ms2, "xab") is None and ms2.holdback("xab") == 2
+    assert match(ms2, "xabd") is not None
+
+
+@pytest.mark.parametrize("how", CHUNKINGS)
+def test_xlam_tool_calls_marker_split_anywhere(how: str) -> None:
+    text = '[TOOL_CALLS][{"name": "f", "arguments": {"a": [1]}}]'
+    m, s = _run("xlam", text, how)
+    assert (m.content, _calls(m), s.num_completed_calls) == (None, [("f", {"a": [1]})], 1)
+    m, _ = _run("xlam", "Note: [TOOL_CALLS] is " + text, how)
+    assert _calls(m) == [("f", {"a": [1]})]
