@@ -6,7 +6,9 @@ over the best whole-stream time.
     python -m thinkgate.benchmarks.bench_parsers [--sizes 1000 4000 16000] [--json out.json]
 
 Each output is fed one "token" (a word-sized piece) per `feed`, as a server streams it: 70% of
-the tokens thinking, then the end marker, then the answer (and, for hermes, a tool call).
+the tokens thinking, then the end marker, then the answer (and, for hermes, a tool call). The
+"args" rows write the answer as one tool call's string argument, streamed as it is written; the
+"pythonic" row answers with text full of `[`/`{` (anchored start markers: text after the start).
 """
 
 from __future__ import annotations
@@ -20,19 +22,26 @@ from typing import Any
 
 from thinkgate.parsers import get_parser
 
-# (label, tool parser, reasoning parser, start marker, end marker, answer suffix)
-CASES: list[tuple[str, str | None, str, str, str, str]] = [
+# (label, tool parser, reasoning parser, start marker, end marker + answer head, answer suffix,
+#  share of the tokens spent thinking)
+CASES: list[tuple[str, str | None, str, str, str, str, float]] = [
     ("qwen3+hermes", "hermes", "qwen3", "<think>\n", "\n</think>\n\n",
-     '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'),
-    ("deepseek_r1", None, "deepseek_r1", "<think>", "</think>", ""),
-    ("mistral", None, "mistral", "[THINK]", "[/THINK]", ""),
-    ("gemma4", None, "gemma4", "<|channel>thought\n", "<channel|>", ""),
-    ("granite", None, "granite", "Here's my thought process:", "Here's my response:", ""),
+     '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>', 0.7),
+    ("hermes args", "hermes", "qwen3", "<think>\n",
+     '\n</think>\n\n<tool_call>\n{"name": "write", "arguments": {"text": "', '"}}\n</tool_call>', 0.1),
+    ("qwen3_coder args", "qwen3_coder", "qwen3", "<think>\n",
+     "\n</think>\n\n<tool_call>\n<function=write>\n<parameter=text>\n",
+     "\n</parameter>\n</function>\n</tool_call>", 0.1),
+    ("pythonic", "pythonic", "deepseek_r1", "<think>", "</think>See [1] ", "", 0.1),
+    ("deepseek_r1", None, "deepseek_r1", "<think>", "</think>", "", 0.7),
+    ("mistral", None, "mistral", "[THINK]", "[/THINK]", "", 0.7),
+    ("gemma4", None, "gemma4", "<|channel>thought\n", "<channel|>", "", 0.7),
+    ("granite", None, "granite", "Here's my thought process:", "Here's my response:", "", 0.7),
     ("openai_gptoss", None, "openai_gptoss", "<|channel|>analysis<|message|>",
-     "<|end|><|start|>assistant<|channel|>final<|message|>", "<|return|>"),
+     "<|end|><|start|>assistant<|channel|>final<|message|>", "<|return|>", 0.7),
 ]
 WORDS = ["the", " model", " thinks", " about", " <", "tags", ">", " and", " 42", ",", "\n",
-         " x<y", " ünï", " code", "()", " </", "b", ">"]
+         " x<y", " ünï", " code", "()", " </", "b", ">", " [1]", " {", "}", '"', "\\"]
 
 
 def tokens(n: int, seed: int) -> list[str]:
@@ -40,9 +49,12 @@ def tokens(n: int, seed: int) -> list[str]:
     return [rng.choice(WORDS) for _ in range(n)]
 
 
-def output(n: int, start: str, end: str, suffix: str) -> list[str]:
-    k = int(n * 0.7)
-    return [start, *tokens(k, 1), end, *tokens(n - k, 2), suffix]
+def output(n: int, start: str, end: str, suffix: str, think: float = 0.7) -> list[str]:
+    k = int(n * think)
+    answer = tokens(n - k, 2)
+    if end.endswith('"'):  # inside a JSON string argument
+        answer = [json.dumps(t, ensure_ascii=False)[1:-1] for t in answer]
+    return [start, *tokens(k, 1), end, *answer, suffix]
 
 
 def time_stream(parser: Any, deltas: list[str], repeats: int) -> tuple[float, float]:
@@ -77,11 +89,11 @@ def main() -> None:
     sizes = args.sizes
     head = " ".join(f"{f'us/delta @{n}':>15}" for n in sizes)
     print(f"{'parser':<16}{head} {'ratio':>7} {'MB/s':>7} {'parse MB/s':>11}")
-    for label, tool, reasoning, start, end, suffix in CASES:
+    for label, tool, reasoning, start, end, suffix, think in CASES:
         parser = get_parser(tool_parser=tool, reasoning_parser=reasoning)
         per_delta, mbps = [], 0.0
         for n in sizes:
-            deltas = output(n, start, end, suffix)
+            deltas = output(n, start, end, suffix, think)
             median, secs = time_stream(parser, deltas, args.repeats)
             per_delta.append(median * 1e6)
             mbps = len("".join(deltas).encode()) / secs / 1e6
