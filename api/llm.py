@@ -34,6 +34,7 @@ class LLM:
         num_kv_blocks: int | None = None,
         kv_cache_memory_bytes: int | None = None,
         gpu_memory_utilization: float = 0.9,
+        kv_layout: str = "auto",
         **kwargs: Any,
     ) -> None:
         self.extra_args = dict(kwargs)  # reasoning_parser, tool_call_parser: issue 7
@@ -53,6 +54,7 @@ class LLM:
             num_kv_blocks=num_kv_blocks,
             kv_cache_memory_bytes=kv_cache_memory_bytes,
             gpu_memory_utilization=gpu_memory_utilization,
+            kv_layout=kv_layout,
             trust_remote_code=bool(kwargs.get("trust_remote_code", False)),
         )
         self.llm_engine = LLMEngine(config)

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 from thinkgate.engine.sequence import Sequence
 
 
 class BlockManager:
-    def __init__(self, num_blocks: int, block_size: int) -> None:
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        on_free: Callable[[Sequence], None] | None = None,
+    ) -> None:
         self.num_blocks = num_blocks
         self.block_size = block_size
+        self.on_free = on_free  # the contiguous KV layout releases the sequence's row here
         self.free_blocks: deque[int] = deque(range(num_blocks))
 
     @property
@@ -37,3 +44,5 @@ class BlockManager:
         self.free_blocks.extend(seq.block_table)
         seq.block_table = []
         seq.num_cached_tokens = 0
+        if self.on_free is not None:
+            self.on_free(seq)

@@ -50,6 +50,7 @@ class EngineConfig:
     num_kv_blocks: int | None = None
     kv_cache_memory_bytes: int | None = None  # default: 90% of free GPU memory, 512 MiB on CPU
     gpu_memory_utilization: float = 0.9
+    kv_layout: str = "auto"  # "paged" | "contiguous" (CPU fast path) | "auto"
     trust_remote_code: bool = False
 
     def __post_init__(self) -> None:
@@ -71,6 +72,10 @@ class EngineConfig:
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ValueError(
                 f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
+            )
+        if self.kv_layout not in ("auto", "paged", "contiguous"):
+            raise ValueError(
+                f"kv_layout must be 'auto', 'paged' or 'contiguous', got {self.kv_layout!r}"
             )
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an int, got {self.seed!r}")

@@ -21,34 +21,37 @@ class AttentionMetadata:
     """Per-step attention inputs, built once by the model runner and shared by every layer."""
 
     slot_mapping: torch.Tensor  # (B * T,) cache slot of each new token (padding → scratch block)
-    block_tables: torch.Tensor  # (B, max_blocks) block ids (padding → scratch block)
+    block_tables: torch.Tensor | None  # (B, max_blocks) block ids (padding → scratch block)
     num_keys: int  # keys gathered per row: the longest context in the batch
     attn_mask: torch.Tensor | None  # (B, 1, T, num_keys) bool, True = attend; None: see below
     is_causal: bool  # with no mask: causal (prefill of equal fresh rows) or full (equal decode)
+    row_start: int = 0  # contiguous layout (block_tables None): the batch is rows [start, start+B)
 
 
 def build_attention_metadata(
     positions: torch.Tensor,  # (B, T) position of each query token, 0 for padding
     slot_mapping: torch.Tensor,
-    block_tables: torch.Tensor,
+    block_tables: torch.Tensor | None,
     context_lens: list[int],  # per row: tokens cached after this step's writes
     fresh_prefill: bool,  # every row's new tokens start at position 0
+    row_start: int = 0,
 ) -> AttentionMetadata:
     num_keys = max(context_lens)
     uniform = min(context_lens) == num_keys
     if uniform and (positions.shape[1] == 1 or fresh_prefill):
         # equal rows: decode attends every key, a fresh prefill is plain causal (no padding)
-        return AttentionMetadata(slot_mapping, block_tables, num_keys, None, positions.shape[1] > 1)
+        causal = positions.shape[1] > 1
+        return AttentionMetadata(slot_mapping, block_tables, num_keys, None, causal, row_start)
     key_pos = torch.arange(num_keys, device=positions.device)
     mask = (key_pos.view(1, 1, -1) <= positions.unsqueeze(-1)).unsqueeze(1)
-    return AttentionMetadata(slot_mapping, block_tables, num_keys, mask, False)
+    return AttentionMetadata(slot_mapping, block_tables, num_keys, mask, False, row_start)
 
 
 def paged_attention(
     q: torch.Tensor,  # (B, T, H, D)
     k: torch.Tensor,  # (B, T, Hkv, D) new keys, written into the cache first
     v: torch.Tensor,
-    k_cache: torch.Tensor,  # (num_blocks + 1, block_size, Hkv, D)
+    k_cache: torch.Tensor,  # (num_blocks + 1, block_size, Hkv, D) or (rows + 1, max_len, Hkv, D)
     v_cache: torch.Tensor,
     meta: AttentionMetadata,
 ) -> torch.Tensor:
@@ -58,10 +61,13 @@ def paged_attention(
     k_cache.view(-1, kv_heads, d).index_copy_(0, meta.slot_mapping, k.reshape(-1, kv_heads, d))
     v_cache.view(-1, kv_heads, d).index_copy_(0, meta.slot_mapping, v.reshape(-1, kv_heads, d))
     n = meta.num_keys
-    keys = (
-        k_cache[meta.block_tables].view(b, -1, kv_heads, d)[:, :n].transpose(1, 2)
-    )  # (B, Hkv, n, D)
-    values = v_cache[meta.block_tables].view(b, -1, kv_heads, d)[:, :n].transpose(1, 2)
+    if meta.block_tables is None:  # contiguous layout: the batch's rows are a slice
+        rows = slice(meta.row_start, meta.row_start + b)
+        keys = k_cache[rows, :n].transpose(1, 2)  # (B, Hkv, n, D)
+        values = v_cache[rows, :n].transpose(1, 2)
+    else:
+        keys = k_cache[meta.block_tables].view(b, -1, kv_heads, d)[:, :n].transpose(1, 2)
+        values = v_cache[meta.block_tables].view(b, -1, kv_heads, d)[:, :n].transpose(1, 2)
     out = F.scaled_dot_product_attention(
         q.transpose(1, 2),
         keys,

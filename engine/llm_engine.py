@@ -23,6 +23,7 @@ from thinkgate.engine.sampler import Sampler, SamplerOutput, make_logprob_entry
 from thinkgate.engine.sampling_params import RequestOutputKind, SamplingParams
 from thinkgate.engine.scheduler import Scheduler
 from thinkgate.engine.sequence import Sequence
+from thinkgate.engine.slot_cache import SlotKVCache
 from thinkgate.engine.structured_output import StructuredOutputHook
 from thinkgate.engine.tokenizer import eos_token_ids, load_tokenizer
 
@@ -62,9 +63,11 @@ class LLMEngine:
             raise ValueError(
                 f"max_num_batched_tokens ({max_tokens}) must be >= max_model_len ({self.max_model_len})"
             )
-        self.block_manager = BlockManager(self.kv_cache.num_blocks, config.block_size)
+        on_free = self.kv_cache.release if isinstance(self.kv_cache, SlotKVCache) else None
+        self.block_manager = BlockManager(self.num_kv_blocks, config.block_size, on_free)
+        self.max_num_seqs = min(config.max_num_seqs, getattr(self.kv_cache, "num_rows", 1 << 30))
         self.scheduler = Scheduler(
-            self.block_manager, config.max_num_seqs, max_tokens, self.eos_token_ids
+            self.block_manager, self.max_num_seqs, max_tokens, self.eos_token_ids
         )
         self.runner = ModelRunner(self.loaded, self.kv_cache, self.device)
         self.sampler = Sampler(self.vocab_size, self.eos_token_ids, self.device)
@@ -83,32 +86,45 @@ class LLMEngine:
             raise ValueError(f"max_model_len ({wanted}) exceeds what the model supports ({limit})")
         return wanted
 
-    def _make_kv_cache(self) -> KVCache:
+    def _make_kv_cache(self) -> KVCache | SlotKVCache:
         cfg, arch = self.config, self.loaded.arch
         num_layers, kv_heads, head_dim = (
             (arch.num_layers, arch.num_kv_heads, arch.head_dim) if arch else (1, 1, 1)
         )
-        per_block = KVCache.bytes_per_block(
-            num_layers, cfg.block_size, kv_heads, head_dim, self.loaded.dtype
-        )
+        dtype = self.loaded.dtype
+        budget = cfg.kv_cache_memory_bytes or self._default_kv_budget()
         blocks_per_seq = -(-self.max_model_len // cfg.block_size)
+        per_row = SlotKVCache.bytes_per_row(
+            num_layers, self.max_model_len, kv_heads, head_dim, dtype
+        )
+        rows = min(cfg.max_num_seqs, budget // per_row)
+        layout = cfg.kv_layout
+        if layout == "auto":
+            fits = rows >= min(cfg.max_num_seqs, 64) and cfg.num_kv_blocks is None
+            contiguous = fits and self.device.type == "cpu" and arch is not None
+            layout = "contiguous" if contiguous else "paged"
+        if layout == "contiguous":
+            if rows < 1 or arch is None:
+                raise ValueError(
+                    "kv_layout 'contiguous' needs a native model and room for one row of "
+                    f"max_model_len {self.max_model_len} ({per_row} bytes)"
+                )
+            self.num_kv_blocks = rows * blocks_per_seq  # every row holds a whole sequence
+            return SlotKVCache(
+                num_layers, rows, self.max_model_len, kv_heads, head_dim, dtype, self.device
+            )
+        per_block = KVCache.bytes_per_block(num_layers, cfg.block_size, kv_heads, head_dim, dtype)
         num_blocks = cfg.num_kv_blocks
         if num_blocks is None:
-            budget = cfg.kv_cache_memory_bytes or self._default_kv_budget()
             num_blocks = min(budget // per_block, cfg.max_num_seqs * blocks_per_seq)
         if num_blocks < blocks_per_seq:
             raise ValueError(
                 f"num_kv_blocks ({num_blocks}) cannot hold one sequence of max_model_len "
                 f"{self.max_model_len} ({blocks_per_seq} blocks of {cfg.block_size})"
             )
+        self.num_kv_blocks = num_blocks
         return KVCache(
-            num_layers,
-            num_blocks,
-            cfg.block_size,
-            kv_heads,
-            head_dim,
-            self.loaded.dtype,
-            self.device,
+            num_layers, num_blocks, cfg.block_size, kv_heads, head_dim, dtype, self.device
         )
 
     def _default_kv_budget(self) -> int:
@@ -199,6 +215,7 @@ class LLMEngine:
         batch = self.scheduler.schedule()
         if batch is None:
             return []
+        self.runner.order(batch)
         fill = self.structured_output.start_fill(batch.seqs)
         logits = self.runner.forward(batch)
         sampled = self.sampler(logits, batch.seqs, self.structured_output.finish_fill(fill))

@@ -12,14 +12,23 @@ from thinkgate.engine.kv_cache import KVCache, build_attention_metadata
 from thinkgate.engine.model_loader import LoadedModel
 from thinkgate.engine.scheduler import ScheduledBatch
 from thinkgate.engine.sequence import Sequence
+from thinkgate.engine.slot_cache import SlotKVCache
 
 
 class ModelRunner:
-    def __init__(self, loaded: LoadedModel, kv_cache: KVCache, device: torch.device) -> None:
+    def __init__(
+        self, loaded: LoadedModel, kv_cache: KVCache | SlotKVCache, device: torch.device
+    ) -> None:
         self.model = loaded.model
         self.kv_cache = kv_cache
         self.device = device
-        self.block_size = kv_cache.block_size
+        self.contiguous = isinstance(kv_cache, SlotKVCache)
+        if self.contiguous:  # a "block" is a whole row; slots are row * max_len + position
+            self.block_size = kv_cache.max_len
+            self.scratch_block = kv_cache.scratch_row
+        else:
+            self.block_size = kv_cache.block_size
+            self.scratch_block = kv_cache.scratch_block
         self.full_sequence = bool(getattr(self.model, "needs_full_sequence", False))
 
     @torch.inference_mode()
@@ -27,14 +36,17 @@ class ModelRunner:
         """Logits (B, V) float32 for the next token of every scheduled sequence."""
         if self.full_sequence:
             return self._forward_full(batch.seqs)
+        row_start = batch.seqs[0].kv_row if self.contiguous else 0
         if batch.is_prefill:
             input_ids, positions, slots, last = self._prepare_prefill(batch.seqs)
         else:
             input_ids, positions, slots, last = self._prepare_decode(batch.seqs)
-        block_tables = self._block_tables(batch.seqs)
+        block_tables = None if self.contiguous else self._block_tables(batch.seqs)
         context_lens = [seq.num_tokens for seq in batch.seqs]
         fresh = batch.is_prefill and all(seq.num_cached_tokens == 0 for seq in batch.seqs)
-        meta = build_attention_metadata(positions, slots, block_tables, context_lens, fresh)
+        meta = build_attention_metadata(
+            positions, slots, block_tables, context_lens, fresh, row_start
+        )
         hidden = self.model(input_ids, positions, meta, self.kv_cache.layers)  # (B, T, hidden)
         if last is not None:
             hidden = hidden[torch.arange(len(batch.seqs), device=self.device), last]
@@ -43,17 +55,32 @@ class ModelRunner:
         return self.model.compute_logits(hidden)
 
     def _slot(self, seq: Sequence, position: int) -> int:
+        if self.contiguous:
+            return seq.kv_row * self.block_size + position  # type: ignore[operator]
         return (
             seq.block_table[position // self.block_size] * self.block_size
             + position % self.block_size
         )
+
+    def order(self, batch: ScheduledBatch) -> None:
+        """Contiguous layout: give new sequences rows and put the batch in row order (before
+        anything indexes the batch by row)."""
+        cache = self.kv_cache
+        if not isinstance(cache, SlotKVCache) or self.full_sequence:
+            return
+        for seq in batch.seqs:
+            if seq.kv_row is None:
+                cache.assign(seq)
+        batch.seqs.sort(key=lambda seq: seq.kv_row)  # type: ignore[arg-type, return-value]
+        first = batch.seqs[0].kv_row
+        assert batch.seqs[-1].kv_row == first + len(batch.seqs) - 1, "rows must be packed"
 
     def _prepare_prefill(
         self, seqs: list[Sequence]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         lengths = [seq.num_tokens - seq.num_cached_tokens for seq in seqs]
         width = max(lengths)
-        scratch = self.kv_cache.scratch_block * self.block_size
+        scratch = self.scratch_block * self.block_size
         ids, positions, slots = [], [], []
         for seq, length in zip(seqs, lengths):
             start = seq.num_cached_tokens

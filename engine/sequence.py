@@ -44,6 +44,7 @@ class Sequence:
         self.max_total_tokens = max_total_tokens  # prompt + max_tokens, capped by max_model_len
         self.status = SequenceStatus.WAITING
         self.block_table: list[int] = []
+        self.kv_row: int | None = None  # row in the contiguous KV layout (slot_cache.py)
         self.num_cached_tokens = 0  # tokens whose K/V are in the cache
         self.num_preemptions = 0
         self.finish_reason: str | None = None

@@ -103,3 +103,19 @@ def test_request_ids_must_be_unique(llm: LLM) -> None:
     with pytest.raises(ValueError, match="dup"):
         engine.add_request("dup", "hello", greedy(2))
     engine.abort_request("dup")
+
+
+def test_paged_and_contiguous_layouts_agree(demo_dir: str) -> None:
+    rng = random.Random(1)
+    prompts = [[rng.randrange(10, 2000) for _ in range(rng.randint(1, 40))] for _ in range(12)]
+    params = [greedy(rng.randint(1, 30)) for _ in prompts]
+    results = {}
+    for layout in ("paged", "contiguous"):
+        llm = LLM(model=demo_dir, kv_layout=layout, max_num_seqs=5, max_model_len=128)
+        assert type(llm.llm_engine.kv_cache).__name__ == (
+            "KVCache" if layout == "paged" else "SlotKVCache"
+        )
+        outs = llm.generate(prompts, params, use_tqdm=False)
+        results[layout] = [o.outputs[0].token_ids for o in outs]
+        assert llm.llm_engine.block_manager.num_free_blocks == llm.llm_engine.num_kv_blocks
+    assert results["paged"] == results["contiguous"]
