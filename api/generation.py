@@ -96,6 +96,24 @@ def _deltas(out: RequestOutput, run: RequestRun) -> list[SampleDelta]:
 _END = object()
 
 
+def _coalesce(deltas: list[SampleDelta]) -> list[SampleDelta]:
+    """Merge consecutive deltas of the same sample into one (order of first appearance)."""
+    merged: dict[int, SampleDelta] = {}
+    for d in deltas:
+        m = merged.get(d.index)
+        if m is None:
+            merged[d.index] = SampleDelta(d.index, d.text, list(d.token_ids),
+                                          list(d.logprobs) if d.logprobs else None,
+                                          d.finish_reason, d.stop_reason)
+            continue
+        m.text += d.text
+        m.token_ids += d.token_ids
+        if d.logprobs:
+            m.logprobs = (m.logprobs or []) + list(d.logprobs)
+        m.finish_reason, m.stop_reason = d.finish_reason, d.stop_reason
+    return list(merged.values())
+
+
 async def generate(
     state: Any, prompt_ids: list[int], params: Any, request_id: str, run: RequestRun,
     constraint_param: str | None = None,
@@ -112,20 +130,18 @@ async def generate(
     pump = _EnginePump(state.engine, list(prompt_ids), params, request_id)
     finished = False
     try:
-        while True:
-            out = await pump.next()
-            if out is None:
+        while not finished:
+            outs = await pump.next_batch()
+            if not outs:
                 break
-            deltas = _deltas(out, run)
+            deltas = _coalesce([d for out in outs for d in _deltas(out, run)])
+            finished = outs[-1].finished
             timer.tokens(sum(len(d.token_ids) for d in deltas))
             for d in deltas:
                 if d.finish_reason is not None:
                     state.metrics.finish(d.finish_reason)
             if deltas:
                 yield deltas
-            if out.finished:
-                finished = True
-                break
     except ValueError as exc:
         param = constraint_param if "structured_outputs" in str(exc) else None
         raise APIError(str(exc), param=param) from exc
@@ -158,13 +174,21 @@ class _EnginePump:
         finally:
             self.started.set()
 
-    async def next(self) -> RequestOutput | None:
-        item = await self.queue.get()
-        if item is _END:
-            return None
-        if isinstance(item, Exception):
-            raise item
-        return item
+    async def next_batch(self) -> list[RequestOutput]:
+        """Every output that has arrived (waits for one); empty when the request ended.
+
+        Under load the event loop falls behind the engine; taking all queued outputs at once
+        sends one chunk per sample instead of one per token."""
+        items = [await self.queue.get()]
+        while not self.queue.empty():
+            items.append(self.queue.get_nowait())
+        outs = []
+        for item in items:
+            if isinstance(item, Exception):
+                raise item
+            if item is not _END:
+                outs.append(item)
+        return outs
 
     def stop(self) -> None:
         """Cancel the request once the engine has it (cancelling mid-add would race the add)."""
