@@ -86,15 +86,28 @@ class GrammarCompileCache:
         any_ws = not params.disable_any_whitespace
         try:
             if kind in ("json", "json_object"):
-                return self._compiler.compile_json_schema(text, any_whitespace=any_ws)
+                grammar = xgr.Grammar.from_json_schema(text, any_whitespace=any_ws)
+                return self._compiler.compile_grammar(strict_json_strings(str(grammar)))
+            if kind == "structural_tag":
+                grammar = xgr.Grammar.from_structural_tag(text)
+                return self._compiler.compile_grammar(strict_json_strings(str(grammar)))
             if kind == "regex":
                 return self._compiler.compile_regex(text)
-            if kind in ("grammar", "choice"):
-                return self._compiler.compile_grammar(text)
-            return self._compiler.compile_structural_tag(text)
+            return self._compiler.compile_grammar(text)  # grammar, choice
         except (RuntimeError, ValueError, TypeError) as err:
             raise ValueError(f"invalid structured_outputs.{kind} {_short(text)}: "
                              f"{_xgrammar_reason(err)}") from None
+
+
+# xgrammar (0.2.9) writes length-bounded JSON strings with this character class, which lets raw
+# control characters (invalid JSON) into the string; its unbounded strings exclude them.
+_LAX_JSON_CHAR = '[^\\"\\\\\\r\\n]'
+_STRICT_JSON_CHAR = '[^\\0-\\x1f\\"\\\\\\r\\n]'
+
+
+def strict_json_strings(ebnf: str) -> str:
+    """An xgrammar-generated grammar whose JSON string characters exclude control characters."""
+    return ebnf.replace(_LAX_JSON_CHAR, _STRICT_JSON_CHAR)
 
 
 def canonical_constraint(params: StructuredOutputsParams) -> tuple[str, str]:
@@ -194,6 +207,14 @@ class RequestGrammar:
         return self.enable_in_reasoning or self.gate is None or self.gate.answering
 
     @property
+    def waiting(self) -> bool:
+        """Still thinking before its grammar applies: the row must not stop yet (a request
+        whose answer is constrained cannot end inside its reasoning)."""
+        if self.error is not None or self.matcher.is_terminated():
+            return False
+        return not self.constrained
+
+    @property
     def is_terminated(self) -> bool:
         """The grammar accepted its stop token: the request is complete."""
         return self.matcher.is_terminated()
@@ -237,6 +258,9 @@ class Grammar:
                                 pin_memory=pin)  # (max_num_seqs, W)
         self._device_buf = (self._host if self.device.type == "cpu" else
                             torch.empty_like(self._host, device=self.device))
+        self._no_stop = torch.full((self.num_words,), _ALL_ALLOWED, dtype=torch.int32)  # (W,)
+        for token in stop_token_ids:
+            self._no_stop[token // 32] &= ~_bit(token % 32)
         self._batch_matcher = xgr.BatchGrammarMatcher(max_threads=num_fill_threads)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grammar-fill")
         self._pending: Future[tuple[int, int]] | None = None
@@ -286,15 +310,18 @@ class Grammar:
         """Fill rows [0, B) of the host buffer; (B, number of masked rows)."""
         start = time.perf_counter()
         host = self._host
-        matchers, indices, num_forced = [], [], 0
+        matchers, indices, num_fixed = [], [], 0
         for i, (row, token) in enumerate(zip(rows, forced)):
             if token is not None:
                 host[i].zero_()
                 host[i, token // 32] = _bit(token % 32)
-                num_forced += 1
+                num_fixed += 1
             elif row is not None and row.constrained:
                 matchers.append(row.matcher)
                 indices.append(i)
+            elif row is not None and row.waiting:
+                host[i].copy_(self._no_stop)
+                num_fixed += 1
             else:
                 host[i].fill_(_ALL_ALLOWED)
         if len(matchers) == 1:
@@ -302,7 +329,7 @@ class Grammar:
         elif matchers:
             self._batch_matcher.batch_fill_next_token_bitmask(matchers, host, indices)
         self.last_fill_s = time.perf_counter() - start
-        return len(rows), len(matchers) + num_forced
+        return len(rows), len(matchers) + num_fixed
 
     def accept(self, rows: Sequence[RequestGrammar | None], token_ids: Sequence[int]) -> list[int]:
         """Advance each row's matcher with its sampled id; the row indices whose grammar
