@@ -63,6 +63,16 @@ class LLM:
     def get_tokenizer(self) -> Any:
         return self.llm_engine.tokenizer
 
+    def chat(self, messages: Any, sampling_params: Any = None, use_tqdm: bool = True,
+             **kwargs: Any) -> list[Any]:
+        """Chat turns -> `ChatOutput`s (`.message`, `.finish_reason`); see `api/chat.py`.
+
+        kwargs: tools, tool_choice, chat_template_kwargs, response_format, chat_template,
+        add_generation_prompt, reasoning_effort, thinking_token_budget, parallel_tool_calls."""
+        from thinkgate.api.chat import llm_chat
+
+        return llm_chat(self, messages, sampling_params, use_tqdm, **kwargs)
+
     def generate(
         self,
         prompts: PromptType | Sequence[PromptType],
