@@ -60,6 +60,9 @@ def run_batch(ns: argparse.Namespace) -> None:
     if skipped:
         print(f"run-batch: {skipped} of {len(lines)} lines already done; running {len(todo)}",
               flush=True)
+    if not todo:
+        print(f"run-batch: nothing to run; {ns.output_file} is complete", flush=True)
+        return
     if ns.ray:
         from thinkgate.api.ray_batch import run_ray_batch
 

@@ -107,6 +107,8 @@ def test_resume_skips_finished(batch, tmp_path: Path) -> None:
     assert resumed.keys() == full.keys()
     assert [json.loads(x) for x in out.read_text().splitlines()[:20]] == \
         [json.loads(x) for x in kept]
+    again = _run("-i", str(d / "in.jsonl"), "-o", str(out), "--resume")
+    assert "nothing to run" in again.stdout and len(out.read_text().splitlines()) == 50
 
 
 def test_ray_two_replicas_match_single_process(batch, tmp_path: Path) -> None:
