@@ -83,6 +83,7 @@ class _Chat:
         self.params = dataclasses.replace(self.prepared.sampling_params, max_tokens=max_new)
         self.run = RequestRun(self.id, len(ids))
         self.token_ids: dict[int, list[int]] = {}
+        self.chunk_prefix: str | None = None
 
     def stream(self) -> AsyncIterator[tuple[int, list[SampleDelta]]]:
         ids = self.prepared.prompt_token_ids
@@ -156,7 +157,10 @@ async def _full(c: _Chat) -> dict[str, Any]:
 def _chunk(c: _Chat, index: int, delta: dict[str, Any], finish: str | None = None,
            logprobs: dict | None = None) -> str:
     choice = {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
-    return f"data: {json.dumps(c.envelope('chat.completion.chunk', [choice], None))}\n\n"
+    if c.chunk_prefix is None:  # the envelope is the same for every chunk: serialize it once
+        head = json.dumps(c.envelope("chat.completion.chunk", [], None))
+        c.chunk_prefix = "data: " + head[: -len("[]}")] + "["
+    return f"{c.chunk_prefix}{json.dumps(choice)}]}}\n\n"
 
 
 async def _stream(c: _Chat, first: tuple[int, list[SampleDelta]] | None,

@@ -144,6 +144,14 @@ def test_n_and_logprobs(client) -> None:
         for item in items:
             assert item.logprob <= 0 and len(item.top_logprobs) == 2
             assert item.top_logprobs[0].logprob >= item.top_logprobs[1].logprob
+    chunks = list(client.chat.completions.create(model=MODEL, messages=ASK_WEATHER, n=2,
+                                                 max_tokens=8, stream=True, logprobs=True))
+    finished = {c.choices[0].index: c.choices[0].finish_reason for c in chunks
+                if c.choices and c.choices[0].finish_reason}
+    assert sorted(finished) == [0, 1]
+    streamed = [lp for c in chunks if c.choices and c.choices[0].logprobs
+                for lp in c.choices[0].logprobs.content]
+    assert 2 <= len(streamed) <= 16 and all(lp.logprob <= 0 for lp in streamed)
 
 
 def test_multi_turn_with_tool_result(client) -> None:
