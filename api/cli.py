@@ -6,15 +6,16 @@ import argparse
 import logging
 import subprocess
 import sys
+from pathlib import Path
 
 from thinkgate.api.cli_args import add_model_args, add_server_args, resolve_model_args
 
-BENCHMARKS = {
-    "server": "thinkgate.benchmarks.bench_server",
-    "kernels": "thinkgate.benchmarks.bench_kernels",
-    "parsers": "thinkgate.benchmarks.bench_parsers",
-    "engine": "thinkgate.benchmarks.bench_engine",
-}
+
+def benchmarks() -> dict[str, str]:
+    """name -> module of every `benchmarks/bench_<name>.py` (server, engine, kernels, ...)."""
+    folder = Path(__file__).resolve().parent.parent / "benchmarks"
+    return {p.stem.removeprefix("bench_"): f"thinkgate.benchmarks.{p.stem}"
+            for p in sorted(folder.glob("bench_*.py"))}
 
 
 def _serve_parser(sub: argparse._SubParsersAction) -> None:
@@ -66,9 +67,11 @@ def _chat_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _bench_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="run a benchmark (server, kernels, parsers, engine)",
-                       description="Run one of thinkgate's benchmarks; extra args go to it.")
-    p.add_argument("which", choices=sorted(BENCHMARKS), help="benchmark to run")
+    names = sorted(benchmarks())
+    p = sub.add_parser("bench", help=f"run a benchmark ({', '.join(names)})",
+                       description="Run one of thinkgate's benchmarks; arguments after `--` go "
+                                   "to it (e.g. `thinkgate bench server -- --help`).")
+    p.add_argument("which", choices=names, help="benchmark to run")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the benchmark")
 
 
@@ -104,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
         run_chat(ns)
     elif ns.command == "bench":
         rest = [a for a in ns.rest if a != "--"]
-        sys.exit(subprocess.call([sys.executable, "-m", BENCHMARKS[ns.which], *rest]))
+        sys.exit(subprocess.call([sys.executable, "-m", benchmarks()[ns.which], *rest]))
 
 
 if __name__ == "__main__":
