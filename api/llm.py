@@ -63,8 +63,9 @@ class LLM:
     def get_tokenizer(self) -> Any:
         return self.llm_engine.tokenizer
 
-    def chat(self, messages: Any, sampling_params: Any = None, use_tqdm: bool = True,
-             **kwargs: Any) -> list[Any]:
+    def chat(
+        self, messages: Any, sampling_params: Any = None, use_tqdm: bool = True, **kwargs: Any
+    ) -> list[Any]:
         """Chat turns -> `ChatOutput`s (`.message`, `.finish_reason`); see `api/chat.py`.
 
         kwargs: tools, tool_choice, chat_template_kwargs, response_format, chat_template,

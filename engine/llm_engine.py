@@ -61,7 +61,8 @@ class LLMEngine:
         max_tokens = config.max_num_batched_tokens or max(self.max_model_len, 2048)
         if max_tokens < self.max_model_len:
             raise ValueError(
-                f"max_num_batched_tokens ({max_tokens}) must be >= max_model_len ({self.max_model_len})"
+                f"max_num_batched_tokens ({max_tokens}) must be >= "
+                f"max_model_len ({self.max_model_len})"
             )
         on_free = self.kv_cache.release if isinstance(self.kv_cache, SlotKVCache) else None
         self.block_manager = BlockManager(self.num_kv_blocks, config.block_size, on_free)
@@ -302,4 +303,5 @@ class LLMEngine:
         }
 
     def __repr__(self) -> str:
-        return f"LLMEngine({json.dumps({'model': str(self.loaded.source), 'native': self.loaded.native})})"
+        info = {"model": str(self.loaded.source), "native": self.loaded.native}
+        return f"LLMEngine({json.dumps(info)})"

@@ -42,7 +42,7 @@ class LoadedModel:
 
 
 def resolve_model_path(model: str | None) -> tuple[Path, str | None]:
-    """The model folder and, for GGUF, the file name inside it; raise if there is nothing to load."""
+    """The model folder and, for GGUF, the file name in it; raise if there is nothing to load."""
     if model is None:
         from thinkgate.engine.demo import demo_model_path
 

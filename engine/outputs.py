@@ -1,4 +1,4 @@
-"""What a request returns: `RequestOutput` holding one `CompletionOutput` per sample (vLLM's names)."""
+"""What a request returns: `RequestOutput` with one `CompletionOutput` per sample (vLLM's names)."""
 
 from __future__ import annotations
 

@@ -57,7 +57,8 @@ class StructuredOutputsParams:
             ok = isinstance(self.choice, list | tuple) and self.choice
             if not ok or not all(isinstance(c, str) for c in self.choice):
                 raise ValueError(
-                    f"structured_outputs.choice must be a non-empty list of str, got {self.choice!r}"
+                    "structured_outputs.choice must be a non-empty list of str, "
+                    f"got {self.choice!r}"
                 )
             object.__setattr__(self, "choice", list(self.choice))
         tag = self.structural_tag
