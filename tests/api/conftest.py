@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -90,10 +91,22 @@ def start_server(tmp_path_factory: pytest.TempPathFactory, *flags: str) -> Serve
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    srv = start_server(tmp_path_factory)
-    yield srv
-    srv.stop()
+def server_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Start `thinkgate serve` with extra flags; every server started is stopped at the end."""
+    started: list[ServerProcess] = []
+
+    def start(*flags: str) -> ServerProcess:
+        started.append(start_server(tmp_path_factory, *flags))
+        return started[-1]
+
+    yield start
+    for srv in started:
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def server(server_factory: Any) -> ServerProcess:
+    return server_factory()
 
 
 @pytest.fixture(scope="module")

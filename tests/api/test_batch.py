@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-
-from tests.api.conftest import thinkgate_command
 
 MODEL = "thinkgate-demo"
 
@@ -36,10 +35,15 @@ def _write_input(path: Path) -> list[str]:
     return ids
 
 
+def _thinkgate() -> list[str]:
+    script = Path(sys.executable).parent / "thinkgate"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "thinkgate.api.cli"]
+
+
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     model = os.environ.get("THINKGATE_TEST_MODEL")
     extra = ["--model", model, "--served-model-name", MODEL] if model else []
-    cmd = [*thinkgate_command(), "run-batch", *args, "--no-progress", *extra]
+    cmd = [*_thinkgate(), "run-batch", *args, "--no-progress", *extra]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                          env={**os.environ, "TRITON_INTERPRET": "1"})
     assert out.returncode == 0, out.stdout + out.stderr
@@ -131,6 +135,6 @@ def test_ray_two_replicas_match_single_process(batch, tmp_path: Path) -> None:
 
 def test_run_batch_help() -> None:
     for sub in ("serve", "run-batch", "chat", "bench"):
-        out = subprocess.run([*thinkgate_command(), sub, "--help"], capture_output=True,
+        out = subprocess.run([*_thinkgate(), sub, "--help"], capture_output=True,
                              text=True, timeout=60)
         assert out.returncode == 0 and "usage: thinkgate " + sub in out.stdout

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import openai
 import pytest
-
-from tests.api.conftest import ServerProcess, start_server
 
 KEY = "sk-thinkgate-test"
 ORIGIN = "http://app.example"
@@ -17,11 +15,9 @@ MODEL = "thinkgate-demo"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    srv = start_server(tmp_path_factory, "--api-key", KEY, "--max-concurrent-requests", "1",
-                       "--allowed-origins", f'["{ORIGIN}"]')
-    yield srv
-    srv.stop()
+def server(server_factory: Any) -> Any:
+    return server_factory("--api-key", KEY, "--max-concurrent-requests", "1",
+                          "--allowed-origins", f'["{ORIGIN}"]')
 
 
 def test_api_key(server) -> None:
