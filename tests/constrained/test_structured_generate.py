@@ -82,7 +82,7 @@ def test_json_object_gives_an_object(llm: Any) -> None:
         assert isinstance(json.loads(out.outputs[0].text), dict)
 
 
-def test_a_bad_schema_fails_only_its_request(llm: Any) -> None:
+def test_a_bad_schema_fails_only_its_request(llm: Any, triton_path: None) -> None:
     engine = llm.llm_engine
     engine.add_request("good-1", PROMPT, _params(1, json=SCHEMAS[1]))
     with pytest.raises(ValueError, match="structured_outputs"):
