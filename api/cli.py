@@ -93,6 +93,14 @@ def main(argv: list[str] | None = None) -> None:
     level = ns.log_level or ("WARNING" if ns.command in ("chat", "bench") else "INFO")
     logging.basicConfig(level=level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        _dispatch(ns)
+    except (ValueError, FileNotFoundError) as exc:  # bad flags or files: a message, no traceback
+        print(f"thinkgate {ns.command}: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _dispatch(ns: argparse.Namespace) -> None:
     if ns.command == "serve":
         from thinkgate.api.launch import serve
 

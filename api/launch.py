@@ -81,8 +81,10 @@ def start_engine(ns: argparse.Namespace) -> Any:
 def build_state(ns: argparse.Namespace, engine: Any | None = None) -> ServerState:
     """Engine + chat layer + HTTP config for a parsed `serve`/`run-batch` command line."""
     from thinkgate.api.chat import ChatLayer
+    from thinkgate.parsers import get_parser
 
     load_plugins(ns)
+    get_parser(ns.tool_call_parser, ns.reasoning_parser)  # unknown names fail before the load
     engine = engine if engine is not None else start_engine(ns)
     config = ServerConfig(
         served_model_names=tuple(ns.served_model_name),

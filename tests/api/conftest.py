@@ -41,11 +41,13 @@ class ServerProcess:
         self.base = f"http://127.0.0.1:{self.port}"
         self.url = f"{self.base}/v1"
         model = os.environ.get("THINKGATE_TEST_MODEL")
-        cmd = [*thinkgate_command(), "serve", *([model] if model else []),
+        self.program = thinkgate_command()
+        cmd = [*self.program, "serve", *([model] if model else []),
                "--host", "127.0.0.1", "--port", str(self.port), *flags]
-        if model:  # a model folder given for local runs: keep the demo model's parsers
-            cmd += ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes",
-                    "--enable-auto-tool-choice", "--served-model-name", "thinkgate-demo"]
+        if model:  # a model folder given for local runs: keep the demo model's settings
+            cmd += ["--enable-auto-tool-choice", "--served-model-name", "thinkgate-demo"]
+            if "--reasoning-parser" not in flags:
+                cmd += ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes"]
         self.log_path = log_path
         self._log = open(log_path, "w")
         env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONUNBUFFERED": "1"}
