@@ -144,26 +144,38 @@ def save(model, tok, out: Path) -> None:
     # the chat template lives in chat_template.jinja; keep tokenizer_config.json free of a copy
     cfg_path = out / "tokenizer_config.json"
     cfg = json.loads(cfg_path.read_text())
-    cfg.pop("chat_template", None)
+    for key in ("chat_template", "is_local", "local_files_only"):  # loader state, not config
+        cfg.pop(key, None)
     cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=DEMO_MODEL_DIR)
-    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--steps", type=int, default=320)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--init-from", type=Path, default=None,
+                    help="start from this folder's tokenizer and weights instead of from scratch")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is steadier on a busy machine)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     import torch
 
-    torch.set_num_threads(2)
-    tok = train_tokenizer(args.seed)
-    model = build_model(tok, args.seed)
+    torch.set_num_threads(args.threads)
+    if args.init_from is not None:  # continue training an earlier build (a second phase)
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(args.init_from)
+        tok.chat_template = CHAT_TEMPLATE
+        model = AutoModelForCausalLM.from_pretrained(args.init_from, dtype=torch.float32)
+    else:
+        tok = train_tokenizer(args.seed)
+        model = build_model(tok, args.seed)
     logger.info("tokenizer %d tokens, model %.2fM parameters", len(tok),
                 sum(p.numel() for p in model.parameters()) / 1e6)
-    train(model, tok, args.steps, args.batch_size, args.seed)
+    train(model, tok, args.steps, args.batch_size, args.seed, lr=args.lr)
     save(model, tok, args.out)
     logger.info("saved to %s", args.out)
 
