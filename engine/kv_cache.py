@@ -68,6 +68,10 @@ def paged_attention(
     else:
         keys = k_cache[meta.block_tables].view(b, -1, kv_heads, d)[:, :n].transpose(1, 2)
         values = v_cache[meta.block_tables].view(b, -1, kv_heads, d)[:, :n].transpose(1, 2)
+    if t == 1 and meta.attn_mask is None:
+        # decode over equal rows: the query heads sharing a K/V head become its G "positions"
+        packed = q.reshape(b, kv_heads, h // kv_heads, d)
+        return F.scaled_dot_product_attention(packed, keys, values).reshape(b, 1, h * d)
     out = F.scaled_dot_product_attention(
         q.transpose(1, 2),
         keys,

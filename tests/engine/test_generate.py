@@ -218,4 +218,15 @@ def test_token_id_prompts_and_request_output_fields(llm: LLM) -> None:
     assert by_text.prompt_token_ids == by_ids.prompt_token_ids == ids
     assert by_text.outputs[0].token_ids == by_ids.outputs[0].token_ids
     assert by_text.finished and by_text.request_id != by_ids.request_id
-    assert by_text.outputs[0].text == llm.get_tokenizer().decode(by_text.outputs[0].token_ids)
+    decoded = llm.get_tokenizer().decode(by_text.outputs[0].token_ids, skip_special_tokens=True)
+    assert by_text.outputs[0].text == decoded
+
+
+def test_skip_special_tokens(llm: LLM) -> None:
+    eos = sorted(llm.llm_engine.eos_token_ids)[0]
+    bias = {eos: 100.0}
+    kept = llm.generate("hi", greedy(3, logit_bias=bias, skip_special_tokens=False))[0].outputs[0]
+    skipped = llm.generate("hi", greedy(3, logit_bias=bias))[0].outputs[0]
+    assert kept.token_ids == skipped.token_ids == [eos] * 3
+    assert kept.text == llm.get_tokenizer().decode([eos] * 3) and kept.text
+    assert skipped.text == ""
