@@ -2,7 +2,8 @@
 
 Greedy decoding of fixed-length prompts to a fixed number of new tokens (EOS ignored), batch
 1, 8 and 32, both measured in this run on the same model and threads; each cell is the median
-of `--repeats` timed runs after one warm-up. Prints a markdown table; `--json` writes the rows.
+of `--repeats` timed runs after one warm-up, the two engines alternating run by run (so load
+from other jobs hits both alike). Prints a markdown table; `--json` writes the rows.
 
     python -m thinkgate.benchmarks.bench_engine [--model DIR] [--new-tokens 128]
 """
@@ -28,18 +29,23 @@ def make_prompts(vocab_size: int, batch: int, prompt_len: int) -> list[list[int]
     return ids.tolist()
 
 
-def timed(fn: Callable[[], int], repeats: int) -> float:
-    """Median tokens/s of `fn` (which returns the number of tokens it produced)."""
-    fn()  # warm-up
-    rates = []
+def timed_pair(
+    first: Callable[[], int], second: Callable[[], int], repeats: int
+) -> tuple[float, float]:
+    """Median tokens/s of two runners (each returns the tokens it produced), timed alternately
+    so that load from other jobs on a shared machine hits both alike."""
+    first()  # warm-up
+    second()
+    rates: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeats):
-        start = time.perf_counter()
-        produced = fn()
-        rates.append(produced / (time.perf_counter() - start))
-    return statistics.median(rates)
+        for fn, out in ((first, rates[0]), (second, rates[1])):
+            start = time.perf_counter()
+            produced = fn()
+            out.append(produced / (time.perf_counter() - start))
+    return statistics.median(rates[0]), statistics.median(rates[1])
 
 
-def bench_thinkgate(llm: Any, prompts: list[list[int]], new_tokens: int, repeats: int) -> float:
+def thinkgate_runner(llm: Any, prompts: list[list[int]], new_tokens: int) -> Callable[[], int]:
     from thinkgate import SamplingParams
 
     params = SamplingParams(temperature=0, max_tokens=new_tokens, ignore_eos=True)
@@ -48,12 +54,10 @@ def bench_thinkgate(llm: Any, prompts: list[list[int]], new_tokens: int, repeats
         outs = llm.generate(prompts, params, use_tqdm=False)
         return sum(len(o.outputs[0].token_ids) for o in outs)
 
-    return timed(run, repeats)
+    return run
 
 
-def bench_transformers(
-    model: Any, prompts: list[list[int]], new_tokens: int, repeats: int
-) -> float:
+def transformers_runner(model: Any, prompts: list[list[int]], new_tokens: int) -> Callable[[], int]:
     input_ids = torch.tensor(prompts)
     attention_mask = torch.ones_like(input_ids)
 
@@ -69,7 +73,7 @@ def bench_transformers(
             )
         return (out.shape[1] - input_ids.shape[1]) * out.shape[0]
 
-    return timed(run, repeats)
+    return run
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -78,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batches", default="1,8,32")
     parser.add_argument("--prompt-len", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=128)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (both sides)")
     parser.add_argument("--json", default=None, help="write the rows here")
     args = parser.parse_args(argv)
@@ -96,8 +100,11 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for batch in (int(b) for b in args.batches.split(",")):
         prompts = make_prompts(vocab, batch, args.prompt_len)
-        ours = bench_thinkgate(llm, prompts, args.new_tokens, args.repeats)
-        theirs = bench_transformers(hf_model, prompts, args.new_tokens, args.repeats)
+        ours, theirs = timed_pair(
+            thinkgate_runner(llm, prompts, args.new_tokens),
+            transformers_runner(hf_model, prompts, args.new_tokens),
+            args.repeats,
+        )
         rows.append(
             {
                 "batch": batch,
