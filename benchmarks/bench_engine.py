@@ -30,7 +30,7 @@ def make_prompts(vocab_size: int, batch: int, prompt_len: int) -> list[list[int]
 
 
 def timed_pair(
-    first: Callable[[], int], second: Callable[[], int], repeats: int
+    first: Callable[[], int], second: Callable[[], int], repeats: int, clock: Callable[[], float]
 ) -> tuple[float, float]:
     """Median tokens/s of two runners (each returns the tokens it produced), timed alternately
     so that load from other jobs on a shared machine hits both alike."""
@@ -39,9 +39,9 @@ def timed_pair(
     rates: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeats):
         for fn, out in ((first, rates[0]), (second, rates[1])):
-            start = time.perf_counter()
+            start = clock()
             produced = fn()
-            out.append(produced / (time.perf_counter() - start))
+            out.append(produced / (clock() - start))
     return statistics.median(rates[0]), statistics.median(rates[1])
 
 
@@ -83,6 +83,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prompt-len", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="cpu: tokens per second of this process's CPU time (steadier on a shared machine)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (both sides)")
     parser.add_argument("--json", default=None, help="write the rows here")
     args = parser.parse_args(argv)
@@ -104,6 +110,7 @@ def main(argv: list[str] | None = None) -> None:
             thinkgate_runner(llm, prompts, args.new_tokens),
             transformers_runner(hf_model, prompts, args.new_tokens),
             args.repeats,
+            time.process_time if args.clock == "cpu" else time.perf_counter,
         )
         rows.append(
             {
@@ -117,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"model={model_dir} torch={torch.__version__} threads={torch.get_num_threads()} "
         f"cpu={platform.processor() or platform.machine()} prompt_len={args.prompt_len} "
-        f"new_tokens={args.new_tokens} repeats={args.repeats} (medians)"
+        f"new_tokens={args.new_tokens} repeats={args.repeats} clock={args.clock} (medians)"
     )
     print("| batch | thinkgate tok/s | transformers tok/s | ratio | vLLM CPU anchor |")
     print("|---:|---:|---:|---:|---:|")
