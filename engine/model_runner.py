@@ -104,12 +104,8 @@ class ModelRunner:
         ids = [seq.token_ids[-1] for seq in seqs]
         positions = [seq.num_tokens - 1 for seq in seqs]
         slots = [self._slot(seq, p) for seq, p in zip(seqs, positions)]
-        return (
-            self._tensor(ids).view(-1, 1),
-            self._tensor(positions).view(-1, 1),
-            self._tensor(slots),
-            None,
-        )
+        packed = self._tensor(ids + positions + slots).view(3, -1)  # one host→device copy
+        return packed[0].view(-1, 1), packed[1].view(-1, 1), packed[2], None
 
     def _block_tables(self, seqs: list[Sequence]) -> torch.Tensor:
         width = max(len(seq.block_table) for seq in seqs)
