@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import xgrammar as xgr
-from thinkgate.engine.grammar import strict_json_strings
+from thinkgate.engine.grammar_compile import bound_json_whitespace, strict_json_strings
 from thinkgate.engine.sampling_params import StructuredOutputsParams
 
 ToolChoice = str | Mapping[str, Any] | None
@@ -111,7 +111,8 @@ def chat_constraint(tool_parser: str | None, tools: Sequence[Mapping[str, Any]] 
         if schema is not None:
             calls = tool_calls_tag(tool_parser, tools, "required", parallel_tool_calls)
             answer = xgr.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False)
-            union = xgr.Grammar.union(xgr.Grammar.from_structural_tag(json.dumps(calls)), answer)
+            calls_grammar = xgr.Grammar.from_structural_tag(json.dumps(bound_json_whitespace(calls)))
+            union = xgr.Grammar.union(calls_grammar, answer)
             return StructuredOutputsParams(grammar=strict_json_strings(str(union)))
         if not any(tool_function(t).get("strict") for t in tools):
             return None

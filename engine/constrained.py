@@ -6,8 +6,10 @@
   request is rejected) and, with a reasoning parser, opens the row's `ReasoningGate`: thinking,
   or answering when the prompt already closed thinking (`enable_thinking: false`).
 - start_fill / finish_fill: the batch bitmask, filled on a worker thread while the forward runs.
-  Rows still thinking are all-allowed (unless `enable_in_reasoning`); a row whose thinking
-  budget is spent may sample only the next id of the end marker.
+  Rows still thinking are free (unless `enable_in_reasoning`) except that a row with a grammar
+  may not stop, nor write a marker that ends thinking implicitly (`<tool_call>`), before its
+  end-of-thinking marker; a row whose thinking budget is spent may sample only the next id of
+  the end marker.
 - accept: feeds each sampled id to the gate and, once answering, to the matcher; a matcher that
   rejects an id ends that request ("abort", with the error as stop_reason); a terminated
   grammar ends it with "stop".
@@ -42,6 +44,8 @@ class ConstrainedDecoding(StructuredOutputHook):
         self.max_cache_entries = max_cache_entries
         self.reasoning = reasoning
         self.end_ids = reasoning.end_token_ids(tokenizer) if reasoning is not None else None
+        self.implicit_end_ids = _single_token_ids(tokenizer, reasoning.implicit_end
+                                                  if reasoning is not None else ())
         self._grammar: Grammar | None = None
         self._fill_started = False
 
@@ -63,7 +67,8 @@ class ConstrainedDecoding(StructuredOutputHook):
         if self._grammar is None:
             self._grammar = Grammar(self.tokenizer, self.vocab_size, self.stop_token_ids,
                                     max_num_seqs=self.max_num_seqs, device=self.device,
-                                    max_cache_entries=self.max_cache_entries)
+                                    max_cache_entries=self.max_cache_entries,
+                                    banned_while_thinking=self.implicit_end_ids)
         return self._grammar
 
     # ---- per request ----
@@ -115,6 +120,13 @@ class ConstrainedDecoding(StructuredOutputHook):
     def close(self) -> None:
         if self._grammar is not None:
             self._grammar.close()
+
+
+def _single_token_ids(tokenizer: Any, markers: Any) -> list[int]:
+    from thinkgate.parsers.reasoning_format import single_token_id
+
+    ids = [single_token_id(tokenizer, m) for m in markers]
+    return [i for i in ids if i is not None]
 
 
 def install_constrained_decoding(engine: Any, reasoning_parser: str | None = None

@@ -21,16 +21,16 @@ buffer is safe because the step loop reads the sampled ids back (a sync) before 
 
 from __future__ import annotations
 
-import json
 import logging
+import os
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import torch
 import xgrammar as xgr
+from thinkgate.engine.grammar_compile import GrammarCompileCache
 from thinkgate.engine.reasoning_gate import ReasoningGate
 from thinkgate.engine.sampling_params import StructuredOutputsParams
 
@@ -42,147 +42,6 @@ _ALL_ALLOWED = -1  # an int32 word with every bit set
 def _bit(position: int) -> int:
     """The int32 word with only bit `position` set (bit 31 is the sign bit)."""
     return (1 << position) - (1 << 32 if position == 31 else 0)
-
-
-class GrammarCompileCache:
-    """Compiled grammars for one tokenizer, at most `max_entries` of them (least recently used
-    are dropped). Keys are the constraint's kind plus its canonical text, so the same schema
-    written with different key order or whitespace compiles once."""
-
-    def __init__(self, tokenizer_info: xgr.TokenizerInfo, tokenizer_key: str,
-                 max_entries: int = 128, max_threads: int = 1) -> None:
-        if max_entries < 1:
-            raise ValueError(f"max_entries must be >= 1, got {max_entries}")
-        self.tokenizer_info = tokenizer_info
-        self.tokenizer_key = tokenizer_key
-        self.max_entries = max_entries
-        # xgrammar's own cache is unbounded; ours replaces it.
-        self._compiler = xgr.GrammarCompiler(tokenizer_info, max_threads=max_threads,
-                                             cache_enabled=False)
-        self._entries: OrderedDict[tuple[str, str, str], xgr.CompiledGrammar] = OrderedDict()
-        self.num_hits = 0
-        self.num_misses = 0
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, params: StructuredOutputsParams) -> xgr.CompiledGrammar:
-        """The compiled grammar of `params`; `ValueError` naming the constraint when it is bad."""
-        kind, text = canonical_constraint(params)
-        key = (self.tokenizer_key, kind, text)
-        compiled = self._entries.get(key)
-        if compiled is not None:
-            self.num_hits += 1
-            self._entries.move_to_end(key)
-            return compiled
-        self.num_misses += 1
-        compiled = self._compile(kind, text, params)
-        self._entries[key] = compiled
-        if len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
-        return compiled
-
-    def _compile(self, kind: str, text: str, params: StructuredOutputsParams) -> xgr.CompiledGrammar:
-        any_ws = not params.disable_any_whitespace
-        try:
-            if kind in ("json", "json_object"):
-                grammar = xgr.Grammar.from_json_schema(text, any_whitespace=any_ws)
-                return self._compiler.compile_grammar(strict_json_strings(str(grammar)))
-            if kind == "structural_tag":
-                grammar = xgr.Grammar.from_structural_tag(text)
-                return self._compiler.compile_grammar(strict_json_strings(str(grammar)))
-            if kind == "regex":
-                return self._compiler.compile_regex(text)
-            return self._compiler.compile_grammar(text)  # grammar, choice
-        except (RuntimeError, ValueError, TypeError) as err:
-            raise ValueError(f"invalid structured_outputs.{kind} {_short(text)}: "
-                             f"{_xgrammar_reason(err)}") from None
-
-
-# xgrammar (0.2.9) writes length-bounded JSON strings with this character class, which lets raw
-# control characters (invalid JSON) into the string; its unbounded strings exclude them.
-_LAX_JSON_CHAR = '[^\\"\\\\\\r\\n]'
-_STRICT_JSON_CHAR = '[^\\0-\\x1f\\"\\\\\\r\\n]'
-
-
-def strict_json_strings(ebnf: str) -> str:
-    """An xgrammar-generated grammar whose JSON string characters exclude control characters."""
-    return ebnf.replace(_LAX_JSON_CHAR, _STRICT_JSON_CHAR)
-
-
-def canonical_constraint(params: StructuredOutputsParams) -> tuple[str, str]:
-    """(kind, canonical text) of a constraint; checks JSON schemas before xgrammar sees them."""
-    kind = params.kind
-    if kind == "json":
-        schema = _load_json(params.json, "json")
-        if not isinstance(schema, dict | bool):
-            raise ValueError(f"structured_outputs.json must be a JSON schema object, got "
-                             f"{_short(json.dumps(schema))}")
-        _check_schema(schema)
-        return kind, json.dumps(schema, separators=(",", ":"))
-    if kind == "json_object":
-        return kind, '{"type":"object"}'
-    if kind == "choice":
-        return kind, choice_ebnf(params.choice or [])
-    if kind == "structural_tag":
-        tag = _load_json(params.structural_tag, "structural_tag")
-        if params.disable_any_whitespace:
-            tag = _bound_whitespace(tag)
-        return kind, json.dumps(tag, separators=(",", ":"))
-    return kind, str(getattr(params, kind))
-
-
-def choice_ebnf(choices: Sequence[str]) -> str:
-    """An EBNF grammar matching exactly one of `choices` (JSON string escapes are valid EBNF)."""
-    return "root ::= " + " | ".join(json.dumps(c, ensure_ascii=False) for c in choices)
-
-
-def _bound_whitespace(node: Any) -> Any:
-    """A copy of a structural tag whose JSON parts allow at most one whitespace run character
-    between tokens (xgrammar's default is unbounded, letting a model pad to max_tokens)."""
-    if isinstance(node, list):
-        return [_bound_whitespace(v) for v in node]
-    if not isinstance(node, dict):
-        return node
-    if node.get("type") == "json_schema":  # its "json_schema" value is a schema: keep it as is
-        return {"max_whitespace_cnt": 1, **node} if node.get("max_whitespace_cnt") is None else node
-    return {k: _bound_whitespace(v) for k, v in node.items()}
-
-
-def _load_json(value: Any, name: str) -> Any:
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"structured_outputs.{name} is not valid JSON ({err}): "
-                         f"{_short(value)}") from None
-
-
-def _check_schema(schema: dict[str, Any] | bool) -> None:
-    try:
-        import jsonschema
-    except ImportError:  # xgrammar still rejects what it cannot compile
-        return
-    try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
-    except jsonschema.SchemaError as err:
-        raise ValueError(f"invalid structured_outputs.json schema: {err.message} "
-                         f"(at {list(err.absolute_path)})") from None
-
-
-def _xgrammar_reason(err: Exception) -> str:
-    """xgrammar prefixes C++ messages with a timestamp and source position; keep the reason."""
-    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    if "] " in text and text.startswith("["):
-        text = text.split("] ", 1)[1]
-    if ": " in text and ".cc:" in text.split(": ", 1)[0]:
-        text = text.split(": ", 1)[1]
-    return text
-
-
-def _short(text: str, limit: int = 200) -> str:
-    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 class RequestGrammar:
@@ -233,16 +92,30 @@ class RequestGrammar:
         return True
 
 
+class _Inline:
+    """A fill deferred to `finish_fill` (the no-overlap path), shaped like a Future."""
+
+    def __init__(self, fn: Any, *args: Any) -> None:
+        self._fn, self._args = fn, args
+
+    def result(self) -> tuple[int, int]:
+        return self._fn(*self._args)
+
+
 class Grammar:
     """The engine's structured-output layer for one model: compile cache, matchers, bitmask.
 
     tokenizer: a Hugging Face tokenizer; vocab_size: the padded lm_head width (bitmask columns);
     stop_token_ids: the ids that end generation (the grammar's end is one of them).
+    banned_while_thinking: ids a row whose grammar waits for the end of thinking may not sample
+    besides the stop ids: markers that would end reasoning implicitly (`<tool_call>`), so the
+    answer cannot escape the grammar by skipping the end-of-thinking marker.
     """
 
     def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int], *,
                  max_num_seqs: int, device: torch.device | str = "cpu",
-                 max_cache_entries: int = 128, num_fill_threads: int = 1) -> None:
+                 max_cache_entries: int = 128, num_fill_threads: int = 1,
+                 overlap: bool | None = None, banned_while_thinking: Sequence[int] = ()) -> None:
         if not stop_token_ids:
             raise ValueError("Grammar needs at least one stop token id")
         self.vocab_size = vocab_size
@@ -259,13 +132,19 @@ class Grammar:
         self._device_buf = (self._host if self.device.type == "cpu" else
                             torch.empty_like(self._host, device=self.device))
         self._no_stop = torch.full((self.num_words,), _ALL_ALLOWED, dtype=torch.int32)  # (W,)
-        for token in stop_token_ids:
+        for token in (*stop_token_ids, *banned_while_thinking):
             self._no_stop[token // 32] &= ~_bit(token % 32)
         self._batch_matcher = xgr.BatchGrammarMatcher(max_threads=num_fill_threads)
+        # Overlap the fill with the forward on a worker thread (xgrammar releases the GIL). On a
+        # CPU device whose forward already uses every core, the extra thread only slows the
+        # forward's parallel regions, so there the fill runs inline in finish_fill.
+        if overlap is None:
+            overlap = self.device.type == "cuda" or torch.get_num_threads() < (os.cpu_count() or 1)
+        self.overlap = overlap
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grammar-fill")
-        self._pending: Future[tuple[int, int]] | None = None
+        self._pending: Future[tuple[int, int]] | _Inline | None = None
         self.last_fill_s = 0.0  # CPU seconds of the last fill (for the overlap benchmark)
-        self.last_wait_s = 0.0  # seconds the step loop waited for it (the exposed part)
+        self.last_wait_s = 0.0  # seconds finish_fill took (the part not hidden by the forward)
 
     def new_request(self, params: StructuredOutputsParams,
                     gate: ReasoningGate | None = None) -> RequestGrammar:
@@ -282,7 +161,10 @@ class Grammar:
             raise ValueError(f"batch of {len(rows)} rows exceeds max_num_seqs={self.max_num_seqs}")
         assert self._pending is None, "finish_fill was not called after start_fill"
         forced_list = list(forced) if forced is not None else [None] * len(rows)
-        self._pending = self._pool.submit(self._fill, list(rows), forced_list)
+        if self.overlap:
+            self._pending = self._pool.submit(self._fill, list(rows), forced_list)
+        else:
+            self._pending = _Inline(self._fill, list(rows), forced_list)
 
     def finish_fill(self) -> torch.Tensor | None:
         """Wait for the fill; the (B, W) bitmask on the device, or None when no row is masked."""
