@@ -266,3 +266,15 @@ def test_deeply_nested_body(http) -> None:
                   headers={"content-type": "application/json"})
     assert r.status_code == 400
     assert http.get("/health").status_code == 200
+
+
+def test_tool_choice_none_and_parallel_false(client) -> None:
+    none = client.chat.completions.create(model=MODEL, messages=ASK_WEATHER, tools=[WEATHER],
+                                          tool_choice="none", max_tokens=96, temperature=0)
+    assert not none.choices[0].message.tool_calls
+    assert none.choices[0].finish_reason in ("stop", "length")
+    one = client.chat.completions.create(
+        model=MODEL, messages=ASK_WEATHER, tools=[WEATHER, TIME], tool_choice="required",
+        parallel_tool_calls=False, max_tokens=160, temperature=0,
+        extra_body={"thinking_token_budget": 24})
+    assert len(one.choices[0].message.tool_calls) == 1
