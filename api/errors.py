@@ -59,10 +59,14 @@ def error_body(message: str, type: str, param: str | None, code: str | None) -> 
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
 
 
+_TYPE_TAGS = {"str", "int", "float", "bool", "dict", "list", "none", "is-instance"}
+
+
 def _param_of(loc: tuple[Any, ...]) -> str | None:
     parts = [str(p) for p in loc if p not in ("body",)]
-    # pydantic adds the union member's type name to the location; keep the field path only.
-    clean = [p for p in parts if not p[:1].isupper() and not p.startswith(("function-", "list["))]
+    # pydantic adds the union member tried to the location ('str', 'list[int]', a model name,
+    # "literal['a','b']"); keep the field path only.
+    clean = [p for p in parts if not p[:1].isupper() and "[" not in p and p not in _TYPE_TAGS]
     if not clean:
         return None
     text = clean[0]
