@@ -6,7 +6,6 @@ import json
 
 import pytest
 from pydantic import ValidationError
-
 from thinkgate.api.errors import APIError, to_error
 from thinkgate.api.protocol import ChatCompletionRequest, CompletionRequest
 
