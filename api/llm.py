@@ -37,10 +37,12 @@ class LLM:
         kv_layout: str = "auto",
         **kwargs: Any,
     ) -> None:
-        self.extra_args = dict(kwargs)  # reasoning_parser, tool_call_parser: issue 7
         unknown = set(kwargs) - {"reasoning_parser", "tool_call_parser", "trust_remote_code"}
         if unknown:
             raise ValueError(f"unknown LLM arguments: {sorted(unknown)}")
+        if model is None:  # the demo model thinks in qwen3's format and calls tools as hermes
+            kwargs = {"reasoning_parser": "qwen3", "tool_call_parser": "hermes", **kwargs}
+        self.extra_args = dict(kwargs)  # reasoning_parser, tool_call_parser (api/chat.py)
         config = EngineConfig(
             model=model,
             tokenizer=tokenizer,
@@ -56,6 +58,7 @@ class LLM:
             gpu_memory_utilization=gpu_memory_utilization,
             kv_layout=kv_layout,
             trust_remote_code=bool(kwargs.get("trust_remote_code", False)),
+            reasoning_parser=kwargs.get("reasoning_parser"),
         )
         self.llm_engine = LLMEngine(config)
         self._counter = itertools.count()

@@ -52,6 +52,7 @@ class EngineConfig:
     gpu_memory_utilization: float = 0.9
     kv_layout: str = "auto"  # "paged" | "contiguous" (CPU fast path) | "auto"
     trust_remote_code: bool = False
+    reasoning_parser: str | None = None  # its end-of-thinking marker gates the grammar (issue 7)
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES and not isinstance(self.dtype, torch.dtype):

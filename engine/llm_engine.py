@@ -72,7 +72,11 @@ class LLMEngine:
         )
         self.runner = ModelRunner(self.loaded, self.kv_cache, self.device)
         self.sampler = Sampler(self.vocab_size, self.eos_token_ids, self.device)
-        self.structured_output = structured_output or StructuredOutputHook()
+        if structured_output is None:
+            from thinkgate.engine.constrained import ConstrainedDecoding
+
+            structured_output = ConstrainedDecoding.for_engine(self, config.reasoning_parser)
+        self.structured_output = structured_output
         self.requests: dict[str, Request] = {}
         self._rng = random.Random(config.seed)
         self._backend = self.tokenizer.backend_tokenizer
