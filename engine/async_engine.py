@@ -62,7 +62,12 @@ class AsyncLLMEngine:
         """Add a request and yield its outputs until it finishes; closing the iterator aborts it."""
         stream: asyncio.Queue[Any] = asyncio.Queue()
         loop = asyncio.get_running_loop()
-        await self._call("add", (request_id, prompt, params, loop, stream))
+        try:
+            await self._call("add", (request_id, prompt, params, loop, stream))
+        except asyncio.CancelledError:
+            # the loop may have added it before the cancel landed (abort is a no-op otherwise)
+            await asyncio.shield(self.abort(request_id))
+            raise
         finished = False
         try:
             while True:
@@ -120,6 +125,9 @@ class AsyncLLMEngine:
                 kind, payload, future = self._commands.get_nowait()
             except queue.Empty:
                 return
+            # a caller that stopped waiting cancelled its future: skip its add, still abort
+            if not future.set_running_or_notify_cancel() and kind == "add":
+                continue
             try:
                 if kind == "add":
                     request_id, prompt, params, loop, stream = payload
@@ -128,9 +136,11 @@ class AsyncLLMEngine:
                 elif kind == "abort":
                     self.engine.abort_request(payload)
                     self._streams.pop(payload, None)
-                future.set_result(None)
+                if future.running():
+                    future.set_result(None)
             except Exception as exc:  # a bad request fails only its own caller
-                future.set_exception(exc)
+                if future.running():
+                    future.set_exception(exc)
 
     def _dispatch(self, outputs: list[RequestOutput]) -> None:
         for output in outputs:
@@ -148,4 +158,5 @@ class AsyncLLMEngine:
                 _, _, future = self._commands.get_nowait()
             except queue.Empty:
                 return
-            future.set_exception(EngineDeadError(f"the engine step loop failed: {exc!r}"))
+            if future.set_running_or_notify_cancel():
+                future.set_exception(EngineDeadError(f"the engine step loop failed: {exc!r}"))

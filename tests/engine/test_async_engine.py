@@ -81,3 +81,27 @@ def test_bad_request_raises_in_the_caller_only(async_engine: AsyncLLMEngine) -> 
 
     asyncio.run(main())
     assert async_engine.is_running
+
+
+def test_callers_cancelled_while_adding_leave_the_loop_running(
+    async_engine: AsyncLLMEngine,
+) -> None:
+    """A client that goes away while its request is being added must not kill the step loop."""
+
+    async def consume(i: int) -> None:
+        async for _ in async_engine.generate("Hi", SamplingParams(max_tokens=4), f"gone-{i}"):
+            pass
+
+    async def main() -> list:
+        for _ in range(5):
+            tasks = [asyncio.create_task(consume(i)) for i in range(16)]
+            await asyncio.sleep(0)  # each task has queued its add
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        params = SamplingParams(max_tokens=4, temperature=0)
+        return [out async for out in async_engine.generate("Hello", params, "after")]
+
+    outputs = asyncio.run(main())
+    assert async_engine.is_running
+    assert outputs[-1].finished and len(outputs[-1].outputs[0].token_ids) == 4
