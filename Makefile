@@ -29,9 +29,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 bench: $(STAMP)
-	$(BIN)/python -m thinkgate.benchmarks.bench_kernels
-	$(BIN)/python -m thinkgate.benchmarks.bench_parsers
-	$(BIN)/python -m thinkgate.benchmarks.bench_engine
+	for b in kernels parsers engine constrained server; do $(BIN)/thinkgate bench $$b || exit 1; done
 
 clean-venv:
 	rm -rf $(VENV)
