@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from thinkgate.engine.outputs import Logprob
 from thinkgate.engine.sequence import Sequence
-from thinkgate.kernels import SamplingTensors, sample
+from thinkgate.kernels import SamplingTensors, apply_token_bitmask_inplace, sample
 
 
 @dataclass
@@ -87,7 +87,9 @@ class Sampler:
         """Greedy rows without a grammar or gate take the argmax (what the kernel computes for
         them); every other row goes through the kernels' fused masked sampler."""
         greedy = [seq.params.greedy for seq in seqs]
-        if all(greedy) and bitmask is None and not gate:
+        if all(greedy) and not gate:
+            if bitmask is not None:  # greedy under a grammar: mask, then argmax (no noise)
+                apply_token_bitmask_inplace(logits, bitmask, vocab_size=self.vocab_size)
             return logits.argmax(dim=-1)
         rows = (
             list(range(len(seqs)))
