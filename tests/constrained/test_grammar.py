@@ -160,3 +160,16 @@ def test_bounded_json_strings_exclude_control_characters(grammar: Grammar) -> No
     assert matcher.accept_string('{"s": "ab')
     assert not matcher.accept_string("\x12")  # xgrammar alone accepts it (invalid JSON)
     assert matcher.accept_string('c"}')
+
+
+def test_a_waiting_row_may_not_stop_nor_end_thinking_implicitly(demo_tokenizer: Any) -> None:
+    vocab = -(-len(demo_tokenizer) // 64) * 64
+    eos = demo_tokenizer.eos_token_id
+    call = demo_tokenizer.convert_tokens_to_ids("<tool_call>")
+    end = demo_tokenizer.convert_tokens_to_ids("</think>")
+    g = Grammar(demo_tokenizer, vocab, [eos], max_num_seqs=2, banned_while_thinking=[call])
+    row = g.new_request(SO(json=SCHEMA), ReasoningGate([end]))
+    bits = ((g.fill_bitmask([row])[0].unsqueeze(-1) >> torch.arange(32)) & 1).reshape(-1)
+    assert sorted(bits.eq(0).nonzero().flatten().tolist()) == sorted([eos, call])
+    assert row.accept(end) and row.constrained  # thinking over: now the grammar's mask
+    g.close()
