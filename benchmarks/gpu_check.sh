@@ -14,10 +14,17 @@ log() { echo "[gpu_check $(date +%H:%M:%S)] $*" | tee -a "$OUT_DIR/summary.txt";
 log "python: $($PY --version 2>&1)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$OUT_DIR/gpu.txt" 2>&1
 log "gpu: $(tail -n +2 "$OUT_DIR/gpu.txt" | head -1)"
-if ls wheels/*.whl >/dev/null 2>&1; then  # carried wheels (no network here)
-  timeout 120 $PY -m pip install -q --no-index --no-deps wheels/*.whl >"$OUT_DIR/pip.log" 2>&1
-  log "installed carried wheels: rc=$?"
-fi
+# carried wheels (no network there), in .whl/ (the device tool's convention) or wheels/, e.g.
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 -d .whl xgrammar==0.2.9
+for dir in .whl wheels; do
+  if ls "$dir"/*.whl >/dev/null 2>&1; then
+    timeout 120 $PY -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
+      "$dir"/*.whl >>"$OUT_DIR/pip.log" 2>&1
+    log "installed carried wheels from $dir: rc=$?"
+    export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+  fi
+done
 if ! $PY -c "import thinkgate" 2>/dev/null; then
   timeout 60 $PY -m pip install -q --no-deps --no-build-isolation -e . >>"$OUT_DIR/pip.log" 2>&1
 fi
