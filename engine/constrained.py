@@ -1,18 +1,18 @@
-"""The engine's constrained-decoding hook: grammars (xgrammar) behind a reasoning gate.
+"""The engine's constrained-decoding hook: grammars (xgrammar) behind the device reasoning gate.
 
 `ConstrainedDecoding` implements `StructuredOutputHook` (engine/structured_output.py):
 
 - add_request: compiles the request's constraint (a bad one raises `ValueError`, so only that
-  request is rejected) and, with a reasoning parser, opens the row's `ReasoningGate`: thinking,
-  or answering when the prompt already closed thinking (`enable_thinking: false`).
-- start_fill / finish_fill: the batch bitmask, filled on a worker thread while the forward runs.
-  Rows still thinking are free (unless `enable_in_reasoning`) except that a row with a grammar
-  may not stop, nor write a marker that ends thinking implicitly (`<tool_call>`), before its
-  end-of-thinking marker; a row whose thinking budget is spent may sample only the next id of
-  the end marker.
-- accept: feeds each sampled id to the gate and, once answering, to the matcher; a matcher that
-  rejects an id ends that request ("abort", with the error as stop_reason); a terminated
-  grammar ends it with "stop".
+  request is rejected) and, with a reasoning parser, gives the row a `RowGate`: thinking, or
+  answering when the prompt already closed thinking (`enable_thinking: false`).
+- start_fill / finish_fill: the batch bitmask, filled on a worker thread while the forward runs,
+  for the rows whose grammar applies now; plus each gated row's slot of the device reasoning
+  state (engine/reasoning_slots.py), through which `kernels.sample` gates the grammar and forces
+  the end marker when a thinking budget is spent. A row whose grammar waits for the end of
+  thinking may not stop, nor write a marker that ends thinking implicitly (`<tool_call>`).
+- accept: feeds each sampled id to the row's matcher when its grammar applied to that step; a
+  matcher that rejects an id ends that request ("abort", with the error as stop_reason); a
+  terminated grammar ends it with "stop". The gate's state comes back with the sampled ids.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from typing import Any
 
 import torch
 from thinkgate.engine.grammar import Grammar, RequestGrammar
-from thinkgate.engine.reasoning_gate import ReasoningGate
+from thinkgate.engine.reasoning_slots import ReasoningSlots, RowGate
 from thinkgate.engine.sequence import Sequence
-from thinkgate.engine.structured_output import StructuredOutputHook
+from thinkgate.engine.structured_output import GateInputs, StructuredOutputHook
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,8 @@ class ConstrainedDecoding(StructuredOutputHook):
         self.implicit_end_ids = _single_token_ids(tokenizer, reasoning.implicit_end
                                                   if reasoning is not None else ())
         self._grammar: Grammar | None = None
-        self._fill_started = False
+        self.slots = (ReasoningSlots(max_num_seqs, len(self.end_ids), self.device)
+                      if self.end_ids else None)
 
     @classmethod
     def for_engine(cls, engine: Any, reasoning_parser: str | None = None) -> ConstrainedDecoding:
@@ -67,8 +68,7 @@ class ConstrainedDecoding(StructuredOutputHook):
         if self._grammar is None:
             self._grammar = Grammar(self.tokenizer, self.vocab_size, self.stop_token_ids,
                                     max_num_seqs=self.max_num_seqs, device=self.device,
-                                    max_cache_entries=self.max_cache_entries,
-                                    banned_while_thinking=self.implicit_end_ids)
+                                    max_cache_entries=self.max_cache_entries)
         return self._grammar
 
     # ---- per request ----
@@ -81,41 +81,57 @@ class ConstrainedDecoding(StructuredOutputHook):
         gate = None
         if self.end_ids and (structured is not None or params.thinking_token_budget is not None):
             prompt = seq.token_ids[: seq.num_prompt_tokens]
-            answering = self.reasoning.is_reasoning_end(prompt, self.tokenizer)
-            gate = ReasoningGate(self.end_ids, answering, params.thinking_token_budget)
+            answered = self.reasoning.is_reasoning_end(prompt, self.tokenizer)
+            gate = RowGate(list(self.end_ids), answered, params.thinking_token_budget,
+                           structured is not None and structured.enable_in_reasoning)
         seq.reasoning_state = gate
         seq.structured_state = (self.grammar.new_request(structured, gate)
                                 if structured is not None else None)
 
+    def preempt(self, seq: Sequence) -> None:
+        if self.slots is not None:
+            self.slots.release(seq)
+
     def remove(self, seq: Sequence) -> None:
+        self.preempt(seq)
         seq.structured_state = None
 
     # ---- per step ----
     def start_fill(self, seqs: list[Sequence]) -> Any:
+        slots = self.slots.slots_for(seqs) if self.slots is not None else None
         rows = [seq.structured_state for seq in seqs]
-        forced = [seq.reasoning_state.forced_token() if seq.reasoning_state is not None else None
-                  for seq in seqs]
-        if all(r is None for r in rows) and all(f is None for f in forced):
+        if slots is None and all(r is None for r in rows):
             return None
-        self.grammar.start_fill(rows, forced)
-        return True
+        if any(r is not None for r in rows):
+            self.grammar.start_fill(rows)
+        return rows, slots
 
-    def finish_fill(self, handle: Any) -> torch.Tensor | None:
+    def finish_fill(self, handle: Any) -> GateInputs | None:
         if handle is None:
             return None
-        return self.grammar.finish_fill()
+        rows, slots = handle
+        inputs = GateInputs(slots=slots, reasoning=self.slots.state if slots is not None else None)
+        if any(r is not None for r in rows):
+            inputs.bitmask = self.grammar.finish_fill()
+            if inputs.bitmask is not None:
+                applies = [r is not None and r.constrained for r in rows]
+                inputs.grammar_rows = torch.tensor(applies).to(self.device, non_blocking=True)
+            inputs.banned_rows = [i for i, r in enumerate(rows) if r is not None and r.waiting]
+            inputs.banned_ids = self.stop_token_ids + self.implicit_end_ids
+        return inputs
 
-    def accept(self, seqs: list[Sequence], token_ids: list[int]) -> None:
+    def accept(self, seqs: list[Sequence], token_ids: list[int],
+               reasoning: tuple[list[int], list[int]] | None = None) -> None:
         for seq, token in zip(seqs, token_ids):
             row: RequestGrammar | None = seq.structured_state
             if row is None:
-                if seq.reasoning_state is not None:
-                    seq.reasoning_state.advance(token)
                 continue
             if not row.accept(token):
                 seq.force_finish = ("abort", f"structured output error: {row.error}")
             elif row.is_terminated:
                 seq.force_finish = ("stop", token)
+        if reasoning is not None and self.slots is not None:  # after the matchers: they saw
+            self.slots.read_back(seqs, *reasoning)            # the gate before this step
 
     def close(self) -> None:
         if self._grammar is not None:

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 import xgrammar as xgr
 from thinkgate.engine.grammar_compile import GrammarCompileCache
-from thinkgate.engine.reasoning_gate import ReasoningGate
+from thinkgate.engine.reasoning_slots import RowGate
 from thinkgate.engine.sampling_params import StructuredOutputsParams
 
 logger = logging.getLogger(__name__)
@@ -39,19 +39,15 @@ logger = logging.getLogger(__name__)
 _ALL_ALLOWED = -1  # an int32 word with every bit set
 
 
-def _bit(position: int) -> int:
-    """The int32 word with only bit `position` set (bit 31 is the sign bit)."""
-    return (1 << position) - (1 << 32 if position == 31 else 0)
-
-
 class RequestGrammar:
     """One request's (one sample's) matcher plus its reasoning gate.
 
-    The matcher sees only answer tokens: while `gate` says the row is thinking (and the
-    constraint does not apply in reasoning), sampled ids go to the gate alone.
+    The matcher sees only answer tokens: while `gate` (the state read back from the device
+    after the last step) says the row is thinking and the constraint does not apply in
+    reasoning, sampled ids are not the grammar's.
     """
 
-    def __init__(self, compiled: xgr.CompiledGrammar, gate: ReasoningGate | None,
+    def __init__(self, compiled: xgr.CompiledGrammar, gate: RowGate | None,
                  enable_in_reasoning: bool = False) -> None:
         self.matcher = xgr.GrammarMatcher(compiled)
         self.gate = gate
@@ -79,11 +75,10 @@ class RequestGrammar:
         return self.matcher.is_terminated()
 
     def accept(self, token_id: int) -> bool:
-        """Advance with a sampled id; False (and `error` set) when the grammar rejects it."""
-        constrained = self.constrained
-        if self.gate is not None:
-            self.gate.advance(token_id)
-        if not constrained:
+        """Advance with a sampled id; False (and `error` set) when the grammar rejects it. Call
+        before the gate's state after this step is read back: the id is the grammar's only if
+        the grammar applied when it was sampled."""
+        if not self.constrained:
             return self.error is None
         if not self.matcher.accept_token(int(token_id)):
             self.error = f"the grammar rejected token {token_id}"
@@ -107,15 +102,12 @@ class Grammar:
 
     tokenizer: a Hugging Face tokenizer; vocab_size: the padded lm_head width (bitmask columns);
     stop_token_ids: the ids that end generation (the grammar's end is one of them).
-    banned_while_thinking: ids a row whose grammar waits for the end of thinking may not sample
-    besides the stop ids: markers that would end reasoning implicitly (`<tool_call>`), so the
-    answer cannot escape the grammar by skipping the end-of-thinking marker.
     """
 
     def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int], *,
                  max_num_seqs: int, device: torch.device | str = "cpu",
                  max_cache_entries: int = 128, num_fill_threads: int = 1,
-                 overlap: bool | None = None, banned_while_thinking: Sequence[int] = ()) -> None:
+                 overlap: bool | None = None) -> None:
         if not stop_token_ids:
             raise ValueError("Grammar needs at least one stop token id")
         self.vocab_size = vocab_size
@@ -131,9 +123,6 @@ class Grammar:
                                 pin_memory=pin)  # (max_num_seqs, W)
         self._device_buf = (self._host if self.device.type == "cpu" else
                             torch.empty_like(self._host, device=self.device))
-        self._no_stop = torch.full((self.num_words,), _ALL_ALLOWED, dtype=torch.int32)  # (W,)
-        for token in (*stop_token_ids, *banned_while_thinking):
-            self._no_stop[token // 32] &= ~_bit(token % 32)
         self._batch_matcher = xgr.BatchGrammarMatcher(max_threads=num_fill_threads)
         # Overlap the fill with the forward on a worker thread (xgrammar releases the GIL). On a
         # CPU device whose forward already uses every core, the extra thread only slows the
@@ -147,24 +136,22 @@ class Grammar:
         self.last_wait_s = 0.0  # seconds finish_fill took (the part not hidden by the forward)
 
     def new_request(self, params: StructuredOutputsParams,
-                    gate: ReasoningGate | None = None) -> RequestGrammar:
+                    gate: RowGate | None = None) -> RequestGrammar:
         """Compile (or fetch) the constraint and start a matcher; `ValueError` when it is bad."""
         compiled = self.cache.get(params)
         return RequestGrammar(compiled, gate, params.enable_in_reasoning)
 
     # ---- per step ----
-    def start_fill(self, rows: Sequence[RequestGrammar | None],
-                   forced: Sequence[int | None] | None = None) -> None:
-        """Begin filling the bitmask rows of this batch on the worker thread. `forced[i]`, when
-        not None, is the only id row i may sample (a thinking budget forcing the end marker)."""
+    def start_fill(self, rows: Sequence[RequestGrammar | None]) -> None:
+        """Begin filling the bitmask rows of this batch on the worker thread: a row's grammar
+        mask where it applies now, all-allowed elsewhere."""
         if len(rows) > self.max_num_seqs:
             raise ValueError(f"batch of {len(rows)} rows exceeds max_num_seqs={self.max_num_seqs}")
         assert self._pending is None, "finish_fill was not called after start_fill"
-        forced_list = list(forced) if forced is not None else [None] * len(rows)
         if self.overlap:
-            self._pending = self._pool.submit(self._fill, list(rows), forced_list)
+            self._pending = self._pool.submit(self._fill, list(rows))
         else:
-            self._pending = _Inline(self._fill, list(rows), forced_list)
+            self._pending = _Inline(self._fill, list(rows))
 
     def finish_fill(self) -> torch.Tensor | None:
         """Wait for the fill; the (B, W) bitmask on the device, or None when no row is masked."""
@@ -181,29 +168,20 @@ class Grammar:
         out.copy_(self._host[:batch], non_blocking=True)
         return out
 
-    def fill_bitmask(self, rows: Sequence[RequestGrammar | None],
-                     forced: Sequence[int | None] | None = None) -> torch.Tensor | None:
+    def fill_bitmask(self, rows: Sequence[RequestGrammar | None]) -> torch.Tensor | None:
         """`start_fill` then `finish_fill`, for callers with nothing to overlap."""
-        self.start_fill(rows, forced)
+        self.start_fill(rows)
         return self.finish_fill()
 
-    def _fill(self, rows: list[RequestGrammar | None], forced: list[int | None]
-              ) -> tuple[int, int]:
+    def _fill(self, rows: list[RequestGrammar | None]) -> tuple[int, int]:
         """Fill rows [0, B) of the host buffer; (B, number of masked rows)."""
         start = time.perf_counter()
         host = self._host
-        matchers, indices, num_fixed = [], [], 0
-        for i, (row, token) in enumerate(zip(rows, forced)):
-            if token is not None:
-                host[i].zero_()
-                host[i, token // 32] = _bit(token % 32)
-                num_fixed += 1
-            elif row is not None and row.constrained:
+        matchers, indices = [], []
+        for i, row in enumerate(rows):
+            if row is not None and row.constrained:
                 matchers.append(row.matcher)
                 indices.append(i)
-            elif row is not None and row.waiting:
-                host[i].copy_(self._no_stop)
-                num_fixed += 1
             else:
                 host[i].fill_(_ALL_ALLOWED)
         if len(matchers) == 1:
@@ -211,7 +189,7 @@ class Grammar:
         elif matchers:
             self._batch_matcher.batch_fill_next_token_bitmask(matchers, host, indices)
         self.last_fill_s = time.perf_counter() - start
-        return len(rows), len(matchers) + num_fixed
+        return len(rows), len(matchers)
 
     def accept(self, rows: Sequence[RequestGrammar | None], token_ids: Sequence[int]) -> list[int]:
         """Advance each row's matcher with its sampled id; the row indices whose grammar

@@ -68,7 +68,8 @@ class LLMEngine:
         self.block_manager = BlockManager(self.num_kv_blocks, config.block_size, on_free)
         self.max_num_seqs = min(config.max_num_seqs, getattr(self.kv_cache, "num_rows", 1 << 30))
         self.scheduler = Scheduler(
-            self.block_manager, self.max_num_seqs, max_tokens, self.eos_token_ids
+            self.block_manager, self.max_num_seqs, max_tokens, self.eos_token_ids,
+            on_preempt=lambda seq: self.structured_output.preempt(seq),
         )
         self.runner = ModelRunner(self.loaded, self.kv_cache, self.device)
         self.sampler = Sampler(self.vocab_size, self.eos_token_ids, self.device)
@@ -224,7 +225,7 @@ class LLMEngine:
         fill = self.structured_output.start_fill(batch.seqs)
         logits = self.runner.forward(batch)
         sampled = self.sampler(logits, batch.seqs, self.structured_output.finish_fill(fill))
-        self.structured_output.accept(batch.seqs, sampled.token_ids)
+        self.structured_output.accept(batch.seqs, sampled.token_ids, sampled.reasoning)
         self._record(batch.seqs, sampled)
         self.scheduler.postprocess(batch.seqs, sampled.token_ids)
         return self._collect_outputs(batch.seqs)

@@ -1,21 +1,23 @@
-"""Turn a step's logits into token ids: penalties, logit bias, min_tokens, grammar mask, sample.
+"""Turn a step's logits into token ids: penalties, logit bias, min_tokens, the gated grammar.
 
 The per-request logits processors (repetition/presence/frequency penalties, logit_bias, the
-min_tokens ban on stop tokens) run here in torch on the rows that use them. Then the batch's
-grammar bitmask (when the structured-output hook gives one) and the sampling itself
-(temperature, top-k, top-p, min-p, greedy or seeded Gumbel-max) are the kernels' job.
-Logprobs, when asked, are those of the raw model distribution (vLLM's default).
+min_tokens ban on stop tokens, the stop ban of rows whose grammar waits for the end of thinking)
+run here in torch on the rows that use them. Then one `kernels.sample` call does the rest: the
+reasoning gate, the grammar bitmask, forced end-marker ids, temperature, top-k/top-p/min-p,
+greedy or seeded Gumbel-max. With a reasoning state, `kernels.update_reasoning_state` advances
+every row on the device, and the ids and the rows' states come back in one transfer (the
+step's one sync). Logprobs, when asked, are those of the raw model distribution (vLLM's default).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from thinkgate.engine.outputs import Logprob
 from thinkgate.engine.sequence import Sequence
-from thinkgate.kernels import SamplingTensors, apply_token_bitmask_inplace, sample
+from thinkgate.engine.structured_output import GateInputs
+from thinkgate.kernels import SamplingTensors, sample, update_reasoning_state
 
 
 @dataclass
@@ -23,6 +25,8 @@ class SamplerOutput:
     token_ids: list[int]
     # per row: None, or (sampled logprob, sampled rank, [(id, logprob), ...] top-k)
     logprobs: list[tuple[float, int, list[tuple[int, float]]] | None]
+    # with a reasoning state: each row's slot after the step, (thinking, num_reasoning_tokens)
+    reasoning: tuple[list[int], list[int]] | None = None
 
 
 class Sampler:
@@ -35,17 +39,29 @@ class Sampler:
         self,
         logits: torch.Tensor,
         seqs: list[Sequence],
-        bitmask: torch.Tensor | None = None,
-        **gate: Any,
+        gate: GateInputs | None = None,
     ) -> SamplerOutput:
         """Sample one token per row of `logits` (B, V) float32; `logits` is modified in place.
 
-        `bitmask` (B, W) int32 and the `gate` keywords (`grammar_rows`, `reasoning`, `slots`)
-        are passed to `thinkgate.kernels.sample` unchanged (see its docstring)."""
+        `gate`'s bitmask, grammar_rows, reasoning state and slots go to `kernels.sample`
+        unchanged (see its docstring); its banned ids are set to -inf on its banned rows."""
         want_logprobs = [i for i, s in enumerate(seqs) if s.params.logprobs is not None]
         raw_logprobs = torch.log_softmax(logits[want_logprobs], dim=-1) if want_logprobs else None
         self._apply_processors(logits, seqs)
-        token_ids = self._sample(logits, seqs, bitmask, **gate)
+        gate = gate or GateInputs()
+        if gate.banned_rows and gate.banned_ids:
+            rows = torch.tensor(gate.banned_rows, device=logits.device)
+            logits[rows[:, None], torch.tensor(gate.banned_ids, device=logits.device)] = -torch.inf
+        token_ids = self._sample(logits, seqs, gate)
+        reasoning = None
+        if gate.reasoning is not None:
+            update_reasoning_state(gate.reasoning, token_ids, gate.slots)
+            slots = gate.slots.long()
+            host = torch.stack((token_ids, gate.reasoning.thinking[slots].long(),
+                                gate.reasoning.num_reasoning_tokens[slots].long())).tolist()
+            token_list, reasoning = host[0], (host[1], host[2])
+        else:
+            token_list = token_ids.tolist()
         out: list[tuple[float, int, list[tuple[int, float]]] | None] = [None] * len(seqs)
         if raw_logprobs is not None:
             rows = torch.tensor(want_logprobs, device=logits.device)
@@ -61,7 +77,7 @@ class Sampler:
             for j, i in enumerate(want_logprobs):
                 n = seqs[i].params.logprobs or 0
                 out[i] = (chosen_lp[j], ranks[j], list(zip(top_ids[j][:n], top_lp[j][:n])))
-        return SamplerOutput(token_ids.tolist(), out)
+        return SamplerOutput(token_list, out, reasoning)
 
     def _apply_processors(self, logits: torch.Tensor, seqs: list[Sequence]) -> None:
         for row, seq in enumerate(seqs):
@@ -81,40 +97,21 @@ class Sampler:
                 if banned:
                     logits[row, banned] = float("-inf")
 
-    def _sample(
-        self, logits: torch.Tensor, seqs: list[Sequence], bitmask: torch.Tensor | None, **gate: Any
-    ) -> torch.Tensor:
-        """Greedy rows without a grammar or gate take the argmax (what the kernel computes for
-        them); every other row goes through the kernels' fused masked sampler."""
-        greedy = [seq.params.greedy for seq in seqs]
-        if all(greedy) and not gate:
-            if bitmask is not None:  # greedy under a grammar: mask, then argmax (no noise)
-                apply_token_bitmask_inplace(logits, bitmask, vocab_size=self.vocab_size)
-            return logits.argmax(dim=-1)
-        rows = (
-            list(range(len(seqs)))
-            if bitmask is not None or gate
-            else [i for i, g in enumerate(greedy) if not g]
-        )
-        token_ids = logits.argmax(dim=-1)
-        sub = logits if len(rows) == len(seqs) else logits[rows]
-        params = [seqs[i].params for i in rows]
+    def _sample(self, logits: torch.Tensor, seqs: list[Sequence], gate: GateInputs
+                ) -> torch.Tensor:
+        params = [seq.params for seq in seqs]
         tensors = SamplingTensors.from_lists(
             temperature=[0.0 if p.greedy else p.temperature for p in params],
-            seeds=[seqs[i].seed for i in rows],
-            steps=[seqs[i].num_output_tokens for i in rows],
+            seeds=[seq.seed for seq in seqs],
+            steps=[seq.num_output_tokens for seq in seqs],
             top_k=[p.top_k for p in params] if any(p.top_k > 0 for p in params) else None,
             top_p=[p.top_p for p in params] if any(p.top_p < 1 for p in params) else None,
             min_p=[p.min_p for p in params] if any(p.min_p > 0 for p in params) else None,
             device=logits.device,
         )
-        sampled = sample(
-            sub, tensors, bitmask=bitmask, vocab_size=self.vocab_size, **gate
-        ).token_ids
-        if len(rows) == len(seqs):
-            return sampled
-        token_ids[rows] = sampled
-        return token_ids
+        return sample(logits, tensors, bitmask=gate.bitmask, grammar_rows=gate.grammar_rows,
+                      reasoning=gate.reasoning, slots=gate.slots,
+                      vocab_size=self.vocab_size).token_ids
 
 
 def _apply_penalties(row: torch.Tensor, seq: Sequence) -> None:

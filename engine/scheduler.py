@@ -10,7 +10,7 @@ queue with all its tokens, to be prefilled again later (its outputs are kept).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from thinkgate.engine.block_manager import BlockManager
@@ -30,6 +30,7 @@ class Scheduler:
         max_num_seqs: int,
         max_num_batched_tokens: int,
         eos_token_ids: set[int],
+        on_preempt: Callable[[Sequence], None] | None = None,
     ) -> None:
         self.block_manager = block_manager
         self.max_num_seqs = max_num_seqs
@@ -38,6 +39,7 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.running: deque[Sequence] = deque()
         self.num_preemptions = 0
+        self.on_preempt = on_preempt  # per-sequence device state to give back (reasoning slots)
 
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
@@ -88,6 +90,8 @@ class Scheduler:
 
     def _preempt(self, seq: Sequence) -> None:
         self.block_manager.free(seq)
+        if self.on_preempt is not None:
+            self.on_preempt(seq)
         seq.status = SequenceStatus.WAITING
         seq.num_preemptions += 1
         self.num_preemptions += 1

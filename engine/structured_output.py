@@ -1,4 +1,4 @@
-"""The hook through which grammars (issue 7) plug into the step loop.
+"""The hook through which grammars and the reasoning gate (issue 7) plug into the step loop.
 
 The engine calls, per request and per step:
 
@@ -6,11 +6,14 @@ The engine calls, per request and per step:
                                      bad grammar (only that request fails)
     handle = hook.start_fill(seqs)   right before the forward: start filling the batch's
                                      bitmask on the CPU (e.g. in a worker thread) so it overlaps
-    bitmask = hook.finish_fill(handle)   after the forward: (B, ceil(V/32)) int32 on the logits'
-                                     device, or None when no row is constrained
-    hook.accept(seqs, token_ids)     after sampling: advance each row's matcher; to end a row
-                                     set `seq.force_finish = ("stop", None)` (grammar done) or
-                                     ("error", message) (matcher rejected a token)
+    inputs = hook.finish_fill(handle)   after the forward: the `GateInputs` the sampler passes
+                                     to `kernels.sample`, or None when no row is constrained
+    hook.accept(seqs, token_ids, reasoning)   after sampling: advance each row's matcher
+                                     (`reasoning`: the (thinking, num_reasoning_tokens) of each
+                                     row's slot after the step, read back with the ids); to end
+                                     a row set `seq.force_finish = ("stop", None)` (grammar done)
+                                     or ("abort", message) (matcher rejected a token)
+    hook.preempt(seq)                when the scheduler preempts a sequence (recompute later)
     hook.remove(seq)                 when a sequence finishes or is aborted
 
 Per-request state lives in `seq.structured_state` (and `seq.reasoning_state` for the gate).
@@ -18,10 +21,24 @@ Per-request state lives in `seq.structured_state` (and `seq.reasoning_state` for
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from thinkgate.engine.sequence import Sequence
+from thinkgate.kernels import ReasoningState
+
+
+@dataclass
+class GateInputs:
+    """One step's constraint inputs, all for `kernels.sample` except the banned ids."""
+
+    bitmask: torch.Tensor | None = None  # (B, W) int32 on the logits' device
+    grammar_rows: torch.Tensor | None = None  # (B,) bool: rows whose bitmask row is a grammar's
+    reasoning: ReasoningState | None = None  # the device gate; advanced after sampling
+    slots: torch.Tensor | None = None  # (B,) int32: batch row -> reasoning-state slot
+    banned_rows: list[int] = field(default_factory=list)  # rows that may not sample banned_ids
+    banned_ids: list[int] = field(default_factory=list)
 
 
 class StructuredOutputHook:
@@ -36,10 +53,14 @@ class StructuredOutputHook:
     def start_fill(self, seqs: list[Sequence]) -> Any:
         return None
 
-    def finish_fill(self, handle: Any) -> torch.Tensor | None:
+    def finish_fill(self, handle: Any) -> GateInputs | None:
         return None
 
-    def accept(self, seqs: list[Sequence], token_ids: list[int]) -> None:
+    def accept(self, seqs: list[Sequence], token_ids: list[int],
+               reasoning: tuple[list[int], list[int]] | None = None) -> None:
+        return None
+
+    def preempt(self, seq: Sequence) -> None:
         return None
 
     def remove(self, seq: Sequence) -> None:

@@ -17,8 +17,9 @@ end marker (``</think>``: one token id, or a sequence such as ``</seed:think>``)
 ``a a a b``): O(marker length) per row per step, never a scan of the history. While a row thinks
 with ``budget >= 0`` and ``num_reasoning_tokens - progress >= budget``, the sampler forces
 ``end_ids[progress]``: the rest of the marker, token by token. Rows with no marker (no reasoning
-parser) or created answering (the prompt already closed thinking) never change. These are the
-semantics of the engine's host-side twin, `engine/reasoning_gate.py`.
+parser) or created answering (the prompt already closed thinking) never change. The engine runs
+this state in its step loop (engine/reasoning_slots.py); tests/constrained/test_reasoning_gate.py
+checks it against a plain-Python spec.
 """
 
 from __future__ import annotations

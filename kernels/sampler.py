@@ -83,6 +83,10 @@ def sample(
     grammar inside reasoning). `slots` (B,) maps batch rows to reasoning-state slots. Columns
     at or past `vocab_size` (or the bitmask's coverage) are banned on grammar rows."""
     _check(logits, sampling, bitmask, grammar_rows, reasoning, slots)
+    if logits.device.type == "cpu" and not return_logprobs and bitmask is None and reasoning is None:
+        ids = _greedy_argmax(logits, sampling)
+        if ids is not None:
+            return Sampled(ids, None)
     floor = None
     if any(f is not None for f in (sampling.top_k, sampling.top_p, sampling.min_p)):
         allowed = allowed_mask_ref(logits.shape[0], logits.shape[1], bitmask, grammar_rows,
@@ -93,6 +97,21 @@ def sample(
     ids, lp = run(logits, sampling.temperature, sampling.seeds, sampling.steps, bitmask,
                   grammar_rows, reasoning, slots, floor, vocab_size, return_logprobs)
     return Sampled(ids, lp)
+
+
+def _greedy_argmax(logits: torch.Tensor, sampling: SamplingTensors) -> torch.Tensor | None:
+    """The CPU fast path: every row greedy and unfiltered, so the id is the first maximal logit
+    (the kernel's tie-break). None when a row needs the full path: a NaN wins torch's argmax but
+    is never allowed by the kernel, and a row of -inf samples nothing (-1)."""
+    if any(f is not None for f in (sampling.top_k, sampling.top_p, sampling.min_p)):
+        return None
+    if logits.shape[1] == 0 or bool((sampling.temperature > 0).any()):
+        return None
+    ids = logits.argmax(dim=1)
+    best = logits.gather(1, ids[:, None])[:, 0]
+    if bool((torch.isnan(best) | (best == float("-inf"))).any()):
+        return None
+    return ids
 
 
 def _check(

@@ -1,17 +1,84 @@
-"""The host reasoning gate is the exact twin of the kernels' device reasoning state."""
+"""A plain-Python spec of the reasoning gate agrees with the kernels' reasoning state.
+
+Per row: while thinking, each sampled id advances a KMP match of the end-of-thinking marker;
+when it completes the row answers and the marker's ids are not reasoning tokens; with a budget,
+once that many free reasoning tokens are spent the rest of the marker is forced.
+"""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 import pytest
 import torch
-from thinkgate.engine.reasoning_gate import ReasoningGate
 from thinkgate.kernels.reasoning import (
     ReasoningState,
     reasoning_gate_ref,
     update_reasoning_state_ref,
 )
+
+
+def _failure(marker: Sequence[int]) -> list[int]:
+    """KMP failure function: fail[i] = length of the longest proper border of marker[:i+1]."""
+    fail = [0] * len(marker)
+    k = 0
+    for i in range(1, len(marker)):
+        while k and marker[i] != marker[k]:
+            k = fail[k - 1]
+        if marker[i] == marker[k]:
+            k += 1
+        fail[i] = k
+    return fail
+
+
+class ReasoningGate:
+    """One row's thinking/answering state in plain Python: an independent spec of a
+    `kernels.ReasoningState` slot (the engine runs only the device state).
+
+    end_ids: the end-of-thinking marker's token ids; answering: the prompt already closed
+    thinking; budget: free reasoning tokens (a partly matched marker not counted) after which
+    the rest of the marker is forced; None = unlimited.
+    """
+
+    __slots__ = ("end_ids", "answering", "budget", "progress", "num_reasoning_tokens", "_fail")
+
+    def __init__(self, end_ids: Sequence[int], answering: bool = False,
+                 budget: int | None = None) -> None:
+        if not end_ids:
+            raise ValueError("a reasoning gate needs the end-of-thinking marker ids, got none")
+        if budget is not None and budget < 0:
+            raise ValueError(f"thinking_token_budget must be >= 0, got {budget}")
+        self.end_ids = [int(t) for t in end_ids]
+        self.answering = answering
+        self.budget = budget
+        self.progress = 0  # marker ids matched so far
+        self.num_reasoning_tokens = 0  # ids sampled while thinking, the completed marker's not
+        self._fail = _failure(self.end_ids)
+
+    def forced_token(self) -> int | None:
+        """The id the row must sample next (budget spent, marker not complete), else None."""
+        if self.answering or self.budget is None:
+            return None
+        if self.num_reasoning_tokens - self.progress < self.budget:
+            return None
+        return self.end_ids[self.progress]
+
+    def advance(self, token_id: int) -> None:
+        """Record one sampled id."""
+        if self.answering:
+            return
+        marker, k = self.end_ids, self.progress
+        while k and marker[k] != token_id:
+            k = self._fail[k - 1]
+        if marker[k] == token_id:
+            k += 1
+        if k == len(marker):
+            self.answering, k = True, 0
+            self.num_reasoning_tokens -= len(marker) - 1  # its earlier ids were counted
+        else:
+            self.num_reasoning_tokens += 1
+        self.progress = k
 
 
 @pytest.mark.parametrize("marker", [[7], [3, 4, 5], [2, 2, 3], [9, 9]])

@@ -155,3 +155,24 @@ def test_cuda_default_splits_match_twin(rows: int) -> None:
         twin = sample_ref(logits, **kw, bitmask=bitmask, logprobs=True)
         assert torch.equal(ours[0], twin[0])
         torch.testing.assert_close(ours[1], twin[1], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("vocab", [1, 33, 32001])
+def test_greedy_fast_path_equals_the_full_path(gen, vocab: int) -> None:
+    """All rows greedy, no mask, no gate, no logprobs: the CPU argmax path of `sample` picks
+    what the kernel's twin picks, ties (first index), NaN and all -inf rows included."""
+    logits = random_logits(6, vocab, torch.float32, gen)
+    logits[1] = 0.0  # every column ties
+    logits[2, : min(vocab, 5)] = float("nan")
+    logits[3] = float("-inf")  # nothing to sample: -1
+    if vocab > 3:
+        logits[4, [1, 3]] = logits[4].max() + 1  # a tie between two columns
+    greedy = SamplingTensors.from_lists([0.0] * 6, seeds=list(range(6)))
+    fast = sample(logits, greedy).token_ids
+    full, _ = sample_ref(logits, greedy.temperature, greedy.seeds, greedy.steps)
+    assert fast.tolist() == full.tolist()
+    clean = logits[[0, 1, 4, 5]]
+    fast = sample(clean, SamplingTensors.from_lists([0.0] * 4)).token_ids
+    assert fast.tolist() == clean.argmax(1).tolist()
+    zeros = torch.zeros(4, dtype=torch.int64)
+    assert fast.tolist() == sample_ref(clean, torch.zeros(4), zeros, zeros)[0].tolist()
