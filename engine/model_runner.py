@@ -30,6 +30,9 @@ class ModelRunner:
             self.block_size = kv_cache.block_size
             self.scratch_block = kv_cache.scratch_block
         self.full_sequence = bool(getattr(self.model, "needs_full_sequence", False))
+        prepare = getattr(self.model, "prepare_inference", None)
+        if prepare is not None:
+            prepare()
 
     @torch.inference_mode()
     def forward(self, batch: ScheduledBatch) -> torch.Tensor:

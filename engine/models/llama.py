@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from thinkgate.engine.kv_cache import AttentionMetadata, paged_attention
+from thinkgate.engine.models.packed_linear import PackedLinear, linear
 from torch import nn
 
 ARCHITECTURES = (
@@ -176,6 +177,7 @@ class LlamaFamilyForCausalLM(nn.Module):
             else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         )
         self.register_buffer("inv_freq", rope_inv_freq(cfg).float(), persistent=False)
+        self.packed_lm_head: PackedLinear | None = None
 
     def init_rope_cache(self, max_positions: int) -> None:
         """Precompute cos/sin for positions [0, max_positions): one lookup per step after this."""
@@ -205,9 +207,17 @@ class LlamaFamilyForCausalLM(nn.Module):
             x = layer(x, cos, sin, meta, k_cache, v_cache)
         return rms_norm(x, self.norm, self.cfg.rms_norm_eps)
 
+    def _lm_head_weight(self) -> torch.Tensor:
+        return self.embed.weight if self.lm_head is None else self.lm_head.weight
+
+    def prepare_inference(self) -> None:
+        """After the weights are final: pack the lm_head for oneDNN on a float32 CPU."""
+        weight = self._lm_head_weight()
+        self.packed_lm_head = PackedLinear(weight) if PackedLinear.supported(weight) else None
+
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        weight = self.embed.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(hidden, weight).float()
+        """Logits (N, V) float32 from final hidden states (N, hidden)."""
+        return linear(hidden, self._lm_head_weight(), self.packed_lm_head).float()
 
     @torch.no_grad()
     def load_weights(self, tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
