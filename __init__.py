@@ -17,7 +17,14 @@ _LAZY = {
     "CompletionOutput": "thinkgate.engine.outputs",
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = [
+    "__version__",
+    "LLM",
+    "SamplingParams",
+    "StructuredOutputsParams",
+    "RequestOutput",
+    "CompletionOutput",
+]
 
 if TYPE_CHECKING:  # pragma: no cover
     from thinkgate.api.llm import LLM

@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from thinkgate.engine.demo import demo_model_path
 from thinkgate.engine.demo_data import TOOLS, heldout_tool_requests
 
