@@ -21,19 +21,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from thinkgate.parsers.registry import get_tool_format
+
 from .args_syntax import args_format
 from .convert import tool_parameters
-from .formats import get_tool_spec
 from .layout import RegionLayout, region_layout
 from .spec import ToolSpec
 
 
 def _spec(name: str, tokenizer: Any) -> ToolSpec:
-    if name in ("hf", "beam"):
-        from .template_driven import spec_from_template, template_text
-
-        return spec_from_template(template_text(tokenizer) if tokenizer is not None else "")
-    return get_tool_spec(name)
+    """The data of the format registered as ``name`` (built-in, ``hf``/``beam`` read from the
+    tokenizer's template, or a plugin's ``SpecToolFormat``): the parser's own spec."""
+    fmt = get_tool_format(name, tokenizer)
+    spec = getattr(fmt, "spec", None)
+    if not isinstance(spec, ToolSpec):
+        raise ValueError(
+            f"tool parser {name!r} ({type(fmt).__name__}) has no ToolSpec to build a grammar "
+            "from: register it as SpecToolFormat(ToolSpec(...)) to use tool_choice='required', "
+            "a named function or strict tools")
+    return spec
 
 
 def _tool_names(tools: Sequence[dict[str, Any]] | None) -> list[str]:
@@ -87,9 +93,10 @@ def tool_call_structural_tag(tool_parser_name: str, tools: Sequence[dict[str, An
 
     ``reasoning_parser`` (a name) is a shorthand for its canonical end marker as
     ``reasoning_end``. ``tokenizer`` serves ``hf``/``beam``, whose syntax comes from the
-    model's template (as their parsers read it).
+    model's template (as their parsers read it). The format is looked up in the parser
+    registry, so a plugin's ``SpecToolFormat`` gets its grammar from its own ``ToolSpec``; a
+    hand-written format (no spec) raises ValueError naming it.
     """
-    spec = _spec(tool_parser_name, tokenizer)
     if reasoning_parser is not None and reasoning_end is None:
         from thinkgate.parsers import get_reasoning_format
 
@@ -97,7 +104,9 @@ def tool_call_structural_tag(tool_parser_name: str, tools: Sequence[dict[str, An
         reasoning_end = ends[0] if ends else None
     names = _tool_names(tools)
     if tool_choice == "none":
+        get_tool_format(tool_parser_name, tokenizer)  # an unknown name still raises
         return None
+    spec = _spec(tool_parser_name, tokenizer)
     named = _named(tool_choice)
     if named is not None and named not in names:
         raise ValueError(f"tool_choice names {named!r}, which is not among the tools {names}")
