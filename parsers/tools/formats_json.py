@@ -53,7 +53,7 @@ SPECS = [
     ), "Salesforce xLAM", anchored=("[",)),
     ToolSpec("mistral", (Region(("[TOOL_CALLS]",), "json_args", list_alt=True,
                                 header=Header(name_end=("[ARGS]", "[CALL_ID]"), name_stop=("{",),
-                                              skip_to="[ARGS]")),),
+                                              skip_to="[ARGS]", id_marker="[CALL_ID]")),),
              "Mistral / Mixtral / Devstral / Magistral", extra_markers=("[ARGS]", "[CALL_ID]")),
     ToolSpec("deepseek_v3", (Region(
         ("<｜tool▁calls▁begin｜>",), "json_args", end=("<｜tool▁calls▁end｜>",),

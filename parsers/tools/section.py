@@ -149,6 +149,21 @@ class RegionReader:
             return self._give_back(self.buf)
         skip = h.skip_to and marker in h.name_end and marker != h.skip_to
         self.state = "skip" if skip else "pre_body"
+        if skip and marker == h.id_marker:
+            self.state, self.header = "call_id", ""
+        return [], False
+
+    def _call_id(self) -> tuple[list[Event], str | bool | None]:
+        """The format's own id, written between ``id_marker`` and ``skip_to``."""
+        assert self.r.header is not None
+        before, marker, self.buf = split_on_markers(self.buf, (self.r.header.skip_to,))
+        self.header += before
+        if marker is None:
+            if len(self.header) > MAX_HEADER:
+                return self._give_back(self.buf)
+            return [], None
+        self.call_id = self.header.strip() or None
+        self.state = "pre_body"
         return [], False
 
     def _skip(self) -> tuple[list[Event], str | bool | None]:

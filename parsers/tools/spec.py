@@ -23,6 +23,8 @@ class Header:
     name_stop: tuple[str, ...] = ()    # left for the body: "{", "<arg_key>"
     strip_prefixes: tuple[str, ...] = ()  # dropped from the header text: "function<｜tool▁sep｜>"
     skip_to: str = ""                  # after the name, skip up to and including this marker
+    id_marker: str = ""                # a name_end after which the text up to skip_to is the
+                                       # call's own id (Mistral's [CALL_ID])
     id_is_header: bool = False         # Kimi: the header is the call id, "functions.NAME:IDX"
     attrs: bool = False                # the header is attributes: '"NAME" index="0"'
     render: str = "{name}"             # how the header is written; "{index}" is a call counter

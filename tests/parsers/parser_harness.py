@@ -3,9 +3,9 @@
 A trace file is JSON: a list of groups `{"reasoning_parser", "tool_parser", "parsers",
 "tokenizer", "cases"}` (`parsers` runs the same cases under several reasoning-parser names;
 `tokenizer` is `{"chat_template": ...}` for template-driven formats). A case is
-`{"name", "text", "reasoning", "content", "tool_calls": [{"name", "arguments"}],
+`{"name", "text", "reasoning", "content", "tool_calls": [{"name", "arguments", "id"}],
 "chat_template_kwargs", "tools", "allow_markers": [...], "note"}`; `arguments` is a JSON
-object; `note` says why a case departs from vLLM. Tool traces use the same keys with
+object; a call's `id` is optional (the format's own id, checked when given); `note` says why a case departs from vLLM. Tool traces use the same keys with
 `tool_parser` set in the group.
 """
 
@@ -72,13 +72,15 @@ def stream(parser: Parser, case: dict[str, Any], chunks: list[str]) -> list[dict
     return deltas + s.finish()
 
 
-def summary(msg: Any) -> dict[str, Any]:
-    return {
-        "reasoning": msg.reasoning,
-        "content": msg.content,
-        "tool_calls": [{"name": c.name, "arguments": json.loads(c.arguments)}
-                       for c in msg.tool_calls],
-    }
+def summary(msg: Any, ids: list[str | None] | None = None) -> dict[str, Any]:
+    """The message as a trace writes it; ``ids[i]`` set: call i's id is compared too."""
+    calls = []
+    for i, c in enumerate(msg.tool_calls):
+        call = {"name": c.name, "arguments": json.loads(c.arguments)}
+        if ids and i < len(ids) and ids[i] is not None:
+            call["id"] = c.id
+        calls.append(call)
+    return {"reasoning": msg.reasoning, "content": msg.content, "tool_calls": calls}
 
 
 def check_delta_shape(deltas: list[dict[str, Any]]) -> None:
@@ -105,13 +107,14 @@ def check_case(settings: dict[str, Any], case: dict[str, Any]) -> None:
     parser = make_parser(settings)
     expected = {"reasoning": case.get("reasoning"), "content": case.get("content"),
                 "tool_calls": case.get("tool_calls", [])}
+    ids = [c.get("id") for c in expected["tool_calls"]]
     parsed = parser.parse(case["text"], tools=case.get("tools"),
                           chat_template_kwargs=case.get("chat_template_kwargs"))
-    assert summary(parsed) == expected, f"non-streamed result {summary(parsed)}"
+    assert summary(parsed, ids) == expected, f"non-streamed result {summary(parsed, ids)}"
     for how in CHUNKINGS:
         deltas = stream(parser, case, split(case["text"], how))
         check_delta_shape(deltas)
-        assert summary(collect(deltas)) == expected, f"streamed in chunks {how}: {deltas}"
+        assert summary(collect(deltas), ids) == expected, f"streamed in chunks {how}: {deltas}"
     allowed = set(case.get("allow_markers", ()))
     for marker in parser_markers(parser) - allowed:
         for key in ("reasoning", "content"):
