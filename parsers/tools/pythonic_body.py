@@ -1,8 +1,9 @@
 """Pythonic call lists: ``[get_weather(city="Paris"), ping()]`` or newline-separated calls.
 
-Call and argument boundaries are found by a small bracket/string tracker; each complete keyword
-argument is then parsed with Python's ``ast`` (a literal, never evaluated) and streamed as one
-JSON member, so the arguments stream argument by argument.
+Call and argument boundaries are found by a small bracket/string tracker (one- and three-quote
+strings, escapes, one character at a time); each complete keyword argument is then parsed with
+Python's ``ast`` (a literal, never evaluated) and streamed as one JSON member, so the arguments
+stream argument by argument.
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ class PythonicBody(Body):
         self.name = ""
         self.arg: list[str] = []
         self.stack: list[str] = []
-        self.quote = ""
+        self.quote = ""    # the open string's delimiter: one or three quote characters
+        self.opening = ""  # quote characters read at a string's start (1 or 2), undecided
+        self.run = 0       # closing quote characters read in a row
         self.escape = False
         self.num_args = 0
 
@@ -83,6 +86,7 @@ class PythonicBody(Body):
                 self.started = True
                 events.append(CallStart(self.name))
                 self.state, self.arg, self.num_args, self.stack = "args", [], 0, []
+                self.quote, self.opening, self.run, self.escape = "", "", 0, False
                 i += 1
                 continue
             i += 1
@@ -99,19 +103,45 @@ class PythonicBody(Body):
             self.failed = True
         return events, self._take(i)
 
-    def _arg_char(self, ch: str) -> list[Event]:
+    def _string_char(self, ch: str) -> bool:
+        """Advance the string tracker by ``ch``; True when ``ch`` is part of a string literal.
+
+        One character at a time, so a delimiter split across deltas is still read: two quotes
+        are undecided until the third character (an empty string, or a triple-quoted one)."""
+        if self.opening:
+            q = self.opening[0]
+            if ch == q:
+                if len(self.opening) == 1:
+                    self.opening = q + q
+                else:
+                    self.opening, self.quote = "", q * 3
+                return True
+            if len(self.opening) == 2:  # an empty string; ch follows it
+                self.opening = ""
+                return False
+            self.opening, self.quote = "", q  # ch is the string's first character
         if self.quote:
-            self.arg.append(ch)
             if self.escape:
                 self.escape = False
             elif ch == "\\":
-                self.escape = True
-            elif ch == self.quote:
-                self.quote = ""
-            return []
+                self.escape, self.run = True, 0
+            elif ch == self.quote[0]:
+                self.run += 1
+                if self.run == len(self.quote):
+                    self.quote, self.run = "", 0
+            else:
+                self.run = 0
+            return True
         if ch in "\"'":
-            self.quote = ch
-        elif ch in "([{":
+            self.opening = ch
+            return True
+        return False
+
+    def _arg_char(self, ch: str) -> list[Event]:
+        if self._string_char(ch):
+            self.arg.append(ch)
+            return []
+        if ch in "([{":
             self.stack.append(ch)
         elif ch in ")]}" and self.stack:
             self.stack.pop()
