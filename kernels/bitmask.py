@@ -27,6 +27,14 @@ FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _WORDS_PER_PROGRAM = 64  # 2048 columns
 
 
+_INT_VIEW = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
+_NEG_INF_BITS = {
+    dtype: int(torch.tensor(float("-inf"), dtype=dtype).view(_INT_VIEW[dtype]).item())
+    for dtype in FLOAT_DTYPES
+}
+_LEFT_SHIFTS: dict[torch.device, torch.Tensor] = {}
+
+
 def unpack_bitmask_ref(bitmask: torch.Tensor, num_cols: int, cover: int) -> torch.Tensor:
     """(..., num_cols) bool: True where the bit is set and the column is < cover."""
     shifts = torch.arange(32, device=bitmask.device, dtype=torch.int32)
@@ -47,14 +55,39 @@ def apply_token_bitmask_inplace_ref(
     logits2, bitmask2 = _as_2d(logits, bitmask)
     cover = _cover(bitmask2, vocab_size)
     if indices is None:
-        allowed = unpack_bitmask_ref(bitmask2, logits2.shape[1], cover)
-        logits2.masked_fill_(~allowed, float("-inf"))
+        _mask_rows(logits2, bitmask2, cover)
         return
     rows = torch.as_tensor(indices, dtype=torch.int64).to(logits2.device)
     if rows.numel() == 0:
         return
-    allowed = unpack_bitmask_ref(bitmask2[rows], logits2.shape[1], cover)
-    logits2[rows] = logits2[rows].masked_fill(~allowed, float("-inf"))
+    sub = logits2.index_select(0, rows)
+    _mask_rows(sub, bitmask2.index_select(0, rows), cover)
+    logits2.index_copy_(0, rows, sub)
+
+
+def _mask_rows(logits: torch.Tensor, bitmask: torch.Tensor, cover: int) -> None:
+    """Every row of `logits` (R, V) against the same row of `bitmask` (R, W), in place.
+
+    Branch-free on the logits' bit patterns, since `masked_fill_` with a random bool mask runs
+    ~10x slower on CPU: a column's bit shifted to the sign and shifted back arithmetically gives
+    `keep` = all ones (allowed) or zero (banned); then `x = (x & keep) | (-inf & ~keep)` leaves an
+    allowed logit bit for bit as it was and writes exactly -inf over a banned one."""
+    num_rows, num_cols = logits.shape
+    n = min(num_cols, cover, 32 * bitmask.shape[1])
+    if n > 0:
+        num_words = (n + 31) // 32
+        shifts = _LEFT_SHIFTS.get(bitmask.device)
+        if shifts is None:
+            shifts = 31 - torch.arange(32, dtype=torch.int32, device=bitmask.device)
+            _LEFT_SHIFTS[bitmask.device] = shifts
+        keep = (bitmask[:, :num_words, None] << shifts).bitwise_right_shift_(31)  # (R, w, 32)
+        int_dtype = _INT_VIEW[logits.dtype]
+        keep = keep.view(num_rows, 32 * num_words)[:, :n].to(int_dtype)
+        bits = logits[:, :n].view(int_dtype)
+        bits.bitwise_and_(keep)
+        bits.bitwise_or_(keep.bitwise_not_().bitwise_and_(_NEG_INF_BITS[logits.dtype]))
+    if n < num_cols:
+        logits[:, n:].fill_(float("-inf"))
 
 
 @triton.jit

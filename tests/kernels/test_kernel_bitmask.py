@@ -140,3 +140,18 @@ def test_xgrammar_leaves_padding_we_ban_it(gen) -> None:
 def test_bad_arguments_raise_value_error(logits, bitmask, indices, match) -> None:
     with pytest.raises(ValueError, match=match):
         apply_token_bitmask_inplace(logits, bitmask, indices)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_twin_keeps_allowed_bits_and_writes_exact_minus_inf(dtype: torch.dtype) -> None:
+    """The CPU twin works on bit patterns: -0.0, NaN and +-inf survive when allowed, and a
+    banned column becomes exactly -inf whatever it held (the Triton kernel's result)."""
+    special = torch.tensor([-0.0, float("nan"), float("inf"), float("-inf"), 0.0, -1.5] * 8)
+    logits = special.to(dtype).view(1, -1).repeat(2, 1)  # (2, 48): row 0 all allowed, row 1 banned
+    bitmask = torch.tensor([[-1, -1], [0, 0]], dtype=torch.int32)
+    twin = logits.clone()
+    apply_token_bitmask_inplace_ref(twin, bitmask)
+    int_dtype = torch.int32 if dtype == torch.float32 else torch.int16
+    assert torch.equal(twin[0].view(int_dtype), logits[0].view(int_dtype))
+    minus_inf = torch.full((48,), float("-inf"), dtype=dtype)
+    assert torch.equal(twin[1].view(int_dtype), minus_inf.view(int_dtype))
