@@ -1,8 +1,9 @@
 """Gemma-style arguments: ``{city:<|"|>Paris<|"|>,days:3,opts:{deep:true}}``.
 
 Keys are bare; strings sit between a delimiter token (``<|"|>`` for Gemma 4, ``<escape>`` for
-FunctionGemma); numbers, booleans, objects and lists are written as in JSON. Each top-level entry
-is converted and streamed when it completes.
+FunctionGemma); numbers, booleans, objects and lists are written as in JSON, and their
+``"..."`` strings may hold ``}``/``]``/``,`` (tracked, escapes included). Each top-level entry is
+converted and streamed when it completes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,19 @@ def gemma_value(text: str, delim: str) -> Any:
     return value
 
 
+def _json_string_end(s: str, i: int) -> int:
+    """The index after the JSON string opening at ``s[i] == '"'``."""
+    j = i + 1
+    while j < len(s):
+        if s[j] == "\\":
+            j += 2
+            continue
+        if s[j] == '"':
+            return j + 1
+        j += 1
+    raise ValueError(f"unterminated JSON string in {s!r}")
+
+
 def _skip_ws(s: str, i: int) -> int:
     while i < len(s) and s[i] in " \t\r\n":
         i += 1
@@ -35,6 +49,9 @@ def _value(s: str, i: int, delim: str) -> tuple[Any, int]:
         if j < 0:
             raise ValueError(f"unterminated Gemma string in {s!r}")
         return s[i + len(delim):j], j + len(delim)
+    if i < len(s) and s[i] == '"':
+        j = _json_string_end(s, i)
+        return json.loads(s[i:j]), j
     if i < len(s) and s[i] in "{[":
         close = "}" if s[i] == "{" else "]"
         out_d: dict[str, Any] = {}
@@ -42,11 +59,17 @@ def _value(s: str, i: int, delim: str) -> tuple[Any, int]:
         i = _skip_ws(s, i + 1)
         while i < len(s) and s[i] != close:
             if close == "}":
-                j = s.find(":", i)
-                if j < 0:
-                    raise ValueError(f"missing ':' in Gemma object {s!r}")
-                key = s[i:j].strip()
-                key = key[len(delim):-len(delim)] if key.startswith(delim) else key.strip('"')
+                if s[i] == '"':
+                    k = _json_string_end(s, i)
+                    key, j = json.loads(s[i:k]), _skip_ws(s, k)
+                    if not s.startswith(":", j):
+                        raise ValueError(f"missing ':' in Gemma object {s!r}")
+                else:
+                    j = s.find(":", i)
+                    if j < 0:
+                        raise ValueError(f"missing ':' in Gemma object {s!r}")
+                    key = s[i:j].strip()
+                    key = key[len(delim):-len(delim)] if key.startswith(delim) else key
                 out_d[key], i = _value(s, j + 1, delim)
             else:
                 item, i = _value(s, i, delim)
@@ -73,7 +96,9 @@ class GemmaBody(Body):
         self.pos = 0
         self.state = "open"  # open, entries, close
         self.depth = 0
-        self.in_str = False
+        self.in_str = False   # inside a delimited string
+        self.in_json = False  # inside a "..." string of a nested value
+        self.escape = False
         self.num = 0
 
     def feed(self, text: str) -> tuple[list[Event], str | None]:
@@ -99,6 +124,15 @@ class GemmaBody(Body):
                     self.buf, self.pos = rest, 0
                     return events, None
                 return events, rest
+            if self.in_json:
+                self.pos += 1
+                if self.escape:
+                    self.escape = False
+                elif s[i] == "\\":
+                    self.escape = True
+                elif s[i] == '"':
+                    self.in_json = False
+                continue
             if self.in_str:
                 j = s.find(d, i)
                 if j < 0:
@@ -113,7 +147,9 @@ class GemmaBody(Body):
                 return events, None  # a delimiter may be arriving
             ch = s[i]
             self.pos += 1
-            if ch in "{[":
+            if ch == '"' and self.depth > 0:
+                self.in_json = True
+            elif ch in "{[":
                 self.depth += 1
             elif ch in "]" or (ch == "}" and self.depth > 0):
                 self.depth -= 1
