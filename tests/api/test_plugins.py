@@ -30,8 +30,7 @@ def test_plugin_parsers_serve_tool_calls(plugin_server) -> None:
     from openai import OpenAI
 
     client = OpenAI(base_url=plugin_server.url, api_key="x", max_retries=0)
-    # tool_choice auto: the plugin formats parse the output (a plugin tool format has no grammar
-    # for required/named calls yet: that request is a 400 naming the format)
+    # tool_choice auto: the plugin formats parse the output
     out = client.chat.completions.create(
         model="thinkgate-demo", tools=[TOOLS["get_weather"]], max_tokens=128, temperature=0,
         messages=[{"role": "user", "content": "What's the weather in Paris?"}])
@@ -40,6 +39,24 @@ def test_plugin_parsers_serve_tool_calls(plugin_server) -> None:
     assert out.choices[0].finish_reason == "tool_calls"
     assert msg.tool_calls and msg.tool_calls[0].function.name == "get_weather"
     assert isinstance(json.loads(msg.tool_calls[0].function.arguments), dict)
+
+
+def test_plugin_tool_format_constrains_a_named_call(plugin_server) -> None:
+    """A plugin's data-driven tool format brings its grammar: a named call is schema-valid."""
+    import jsonschema
+    from openai import OpenAI
+
+    client = OpenAI(base_url=plugin_server.url, api_key="x", max_retries=0)
+    weather = TOOLS["get_weather"]
+    out = client.chat.completions.create(
+        model="thinkgate-demo", tools=[weather], max_tokens=96, temperature=1.0, seed=3,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        messages=[{"role": "user", "content": "Hello!"}],
+        extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    calls = out.choices[0].message.tool_calls
+    assert calls and [c.function.name for c in calls] == ["get_weather"]
+    jsonschema.validate(json.loads(calls[0].function.arguments),
+                        weather["function"]["parameters"])
 
 
 def test_unknown_parser_name_fails_fast(plugin_server) -> None:
