@@ -14,9 +14,3 @@ TOOL_SPECS: dict[str, ToolSpec] = {s.name: s for s in (*_JSON_SPECS, *_XML_SPECS
 for _name, _spec in TOOL_SPECS.items():
     register_tool_parser(_name)(SpecToolFormat(_spec))
 
-
-def get_tool_spec(name: str) -> ToolSpec:
-    """The format data for a tool-parser name (ValueError lists the known names)."""
-    if name not in TOOL_SPECS:
-        raise ValueError(f"no tool format data for {name!r}; known: {', '.join(sorted(TOOL_SPECS))}")
-    return TOOL_SPECS[name]
