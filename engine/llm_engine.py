@@ -295,9 +295,6 @@ class LLMEngine:
 
     # --- helpers for the API layer ----------------------------------------------------------
 
-    def get_chat_template(self) -> str | None:
-        return getattr(self.tokenizer, "chat_template", None)
-
     def stats(self) -> dict[str, Any]:
         return {
             "num_free_blocks": self.block_manager.num_free_blocks,
