@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,13 @@ class CallEnd:
 
 
 Event = CallStart | ArgsDelta | CallEnd
+
+
+def args_entry(num: int, key: str, value: Any) -> ArgsDelta:
+    """The `num`-th `"key": value` entry of a call's arguments object (entry 1 opens it)."""
+    prefix = "{" if num == 1 else ", "
+    return ArgsDelta(prefix + json.dumps(key, ensure_ascii=False) + ": "
+                     + json.dumps(value, ensure_ascii=False))
 
 
 class Body:

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from .convert import parse_literal
-from .events import ArgsDelta, Body, CallEnd, CallStart, Event
+from .events import ArgsDelta, Body, CallEnd, CallStart, Event, args_entry
 
 
 def gemma_value(text: str, delim: str) -> Any:
@@ -176,9 +176,7 @@ class GemmaBody(Body):
         except ValueError:
             value = raw.strip()
         self.num += 1
-        prefix = "{" if self.num == 1 else ", "
-        return [ArgsDelta(prefix + json.dumps(key, ensure_ascii=False) + ": "
-                          + json.dumps(value, ensure_ascii=False))]
+        return [args_entry(self.num, key, value)]
 
     def finish(self) -> list[Event]:
         events, self.pending = self.pending, []

@@ -7,11 +7,10 @@ streamed as one JSON member; the call ends at its closing tag (``NS</invoke>``).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from .convert import convert_value, property_schema, schema_types
-from .events import ArgsDelta, Body, CallEnd, CallStart, Event
+from .events import ArgsDelta, Body, CallEnd, CallStart, Event, args_entry
 from .scan import split_on_markers
 
 
@@ -104,9 +103,7 @@ class NestedXmlBody(Body):
         inner = inner[: len(inner) - len(self.ns + "</" + key + ">")]
         value = nested_value(inner, property_schema(self.schema, key), self.ns)
         self.num += 1
-        prefix = "{" if self.num == 1 else ", "
-        return [ArgsDelta(prefix + json.dumps(key, ensure_ascii=False) + ": "
-                          + json.dumps(value, ensure_ascii=False))]
+        return [args_entry(self.num, key, value)]
 
     def finish(self) -> list[Event]:
         events, self.pending = self.pending, []
