@@ -11,7 +11,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,10 +19,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from thinkgate.api.errors import APIError, error_body, to_error, unknown_model_error
+from thinkgate.api.generation import cancel_on_disconnect
 from thinkgate.api.metrics import ServerMetrics
 from thinkgate.api.protocol import DetokenizeRequest, TokenizeRequest
 
@@ -99,6 +100,39 @@ class ServerState:
 def error_response(exc: BaseException) -> JSONResponse:
     status, body = to_error(exc)
     return JSONResponse(body, status_code=status)
+
+
+async def full_response(request: Request, work: Coroutine[Any, Any, dict[str, Any]]) -> Response:
+    """A non-streaming answer: `work`'s body, or 499 when the client went away first."""
+    body = await cancel_on_disconnect(request, work)
+    return JSONResponse(body) if body is not None else Response(status_code=499)
+
+
+async def stream_response(
+    outputs: AsyncGenerator[Any, None],
+    events: Callable[[Any, AsyncGenerator[Any, None]], AsyncGenerator[str, None]],
+) -> Response:
+    """A streaming answer: the SSE `events(first, rest)` of the engine's `outputs`, then [DONE]."""
+    try:  # the first output surfaces engine-side rejections (e.g. a bad grammar) as HTTP errors
+        first = await anext(outputs, None)
+    except Exception as exc:
+        await outputs.aclose()
+        return error_response(exc)
+    return StreamingResponse(_sse(events(first, outputs), outputs), media_type="text/event-stream")
+
+
+async def _sse(
+    events: AsyncGenerator[str, None], outputs: AsyncGenerator[Any, None]
+) -> AsyncIterator[str]:
+    try:
+        async for event in events:
+            yield event
+    except Exception as exc:  # after the 200 header, errors travel in the stream
+        yield f"data: {json.dumps(to_error(exc)[1])}\n\n"
+    finally:
+        await events.aclose()
+        await outputs.aclose()
+    yield "data: [DONE]\n\n"
 
 
 async def parse_body(request: Request, model: type[BaseModel]) -> Any:

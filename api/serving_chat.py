@@ -14,12 +14,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
-from thinkgate.api.errors import APIError, to_error
+from thinkgate.api.errors import APIError
 from thinkgate.api.generation import (
     RequestRun,
     SampleDelta,
-    cancel_on_disconnect,
     check_length,
     generate,
     merge,
@@ -28,7 +26,7 @@ from thinkgate.api.generation import (
 from thinkgate.api.logprobs import chat_logprobs
 from thinkgate.api.protocol import ChatCompletionRequest, TokenizeRequest
 from thinkgate.api.sampling import build_sampling_params, sampling_kwargs
-from thinkgate.api.server import ServerState, error_response, parse_body
+from thinkgate.api.server import ServerState, full_response, parse_body, stream_response
 from thinkgate.engine.outputs import CompletionOutput
 
 router = APIRouter()
@@ -166,38 +164,32 @@ def _chunk(c: _Chat, index: int, delta: dict[str, Any], finish: str | None = Non
 async def _stream(c: _Chat, first: tuple[int, list[SampleDelta]] | None,
                   rest: AsyncIterator[tuple[int, list[SampleDelta]]]) -> AsyncIterator[str]:
     streams: dict[int, Any] = {}
-    try:
-        item = first
-        while item is not None:
-            for d in item[1]:
-                if d.index not in streams:
-                    streams[d.index] = c.state.chat.stream(c.prepared)
-                    yield _chunk(c, d.index, {"role": "assistant", "content": ""})
-                c.token_ids.setdefault(d.index, []).extend(d.token_ids)
-                parser = streams[d.index]
-                deltas = parser.feed(d.text, d.token_ids)
-                logprobs = c.logprobs(d)
-                if d.finish_reason is not None:
-                    more, reason = parser.finish(d.finish_reason)
-                    deltas += more
-                for delta in deltas:
-                    delta = c.message_fields(delta)
-                    if delta:
-                        yield _chunk(c, d.index, delta, logprobs=logprobs)
-                        logprobs = None
-                if logprobs is not None and logprobs["content"]:
-                    yield _chunk(c, d.index, {}, logprobs=logprobs)
-                if d.finish_reason is not None:
-                    yield _chunk(c, d.index, {}, finish=reason)
-            item = await anext(rest, None)
-        opts = c.req.stream_options
-        if opts is not None and opts.include_usage:
-            yield f"data: {json.dumps(c.envelope('chat.completion.chunk', [], c.usage()))}\n\n"
-    except Exception as exc:  # after the 200 header, errors travel in the stream
-        yield f"data: {json.dumps(to_error(exc)[1])}\n\n"
-    finally:
-        await rest.aclose()
-    yield "data: [DONE]\n\n"
+    item = first
+    while item is not None:
+        for d in item[1]:
+            if d.index not in streams:
+                streams[d.index] = c.state.chat.stream(c.prepared)
+                yield _chunk(c, d.index, {"role": "assistant", "content": ""})
+            c.token_ids.setdefault(d.index, []).extend(d.token_ids)
+            parser = streams[d.index]
+            deltas = parser.feed(d.text, d.token_ids)
+            logprobs = c.logprobs(d)
+            if d.finish_reason is not None:
+                more, reason = parser.finish(d.finish_reason)
+                deltas += more
+            for delta in deltas:
+                delta = c.message_fields(delta)
+                if delta:
+                    yield _chunk(c, d.index, delta, logprobs=logprobs)
+                    logprobs = None
+            if logprobs is not None and logprobs["content"]:
+                yield _chunk(c, d.index, {}, logprobs=logprobs)
+            if d.finish_reason is not None:
+                yield _chunk(c, d.index, {}, finish=reason)
+        item = await anext(rest, None)
+    opts = c.req.stream_options
+    if opts is not None and opts.include_usage:
+        yield f"data: {json.dumps(c.envelope('chat.completion.chunk', [], c.usage()))}\n\n"
 
 
 @router.post("/v1/chat/completions")
@@ -207,15 +199,8 @@ async def create_chat_completion(request: Request) -> Any:
     state.check_model(req.model)
     c = _Chat(state, req)
     if not req.stream:
-        body = await cancel_on_disconnect(request, _full(c))
-        return JSONResponse(body) if body is not None else Response(status_code=499)
-    rest = c.stream()
-    try:  # the first output surfaces engine-side rejections (e.g. a bad grammar) as HTTP errors
-        first = await anext(rest, None)
-    except Exception as exc:
-        await rest.aclose()
-        return error_response(exc)
-    return StreamingResponse(_stream(c, first, rest), media_type="text/event-stream")
+        return await full_response(request, _full(c))
+    return await stream_response(c.stream(), lambda first, rest: _stream(c, first, rest))
 
 
 def render_for_tokenize(state: ServerState, req: TokenizeRequest) -> list[int]:

@@ -8,12 +8,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
-from thinkgate.api.errors import APIError, to_error
+from thinkgate.api.errors import APIError
 from thinkgate.api.generation import (
     RequestRun,
     SampleDelta,
-    cancel_on_disconnect,
     check_length,
     generate,
     merge,
@@ -22,7 +20,7 @@ from thinkgate.api.generation import (
 from thinkgate.api.logprobs import completion_logprobs
 from thinkgate.api.protocol import CompletionRequest
 from thinkgate.api.sampling import build_sampling_params, sampling_kwargs
-from thinkgate.api.server import ServerState, error_response, parse_body
+from thinkgate.api.server import ServerState, full_response, parse_body, stream_response
 
 router = APIRouter()
 
@@ -113,29 +111,23 @@ async def _stream(c: _Completion, first: tuple[int, list[SampleDelta]] | None,
                   rest: AsyncIterator[tuple[int, list[SampleDelta]]]) -> AsyncIterator[str]:
     offsets: dict[tuple[int, int], int] = {}
     echoed: set[tuple[int, int]] = set()
-    try:
-        item = first
-        while item is not None:
-            prompt_index, deltas = item
-            choices = []
-            for d in deltas:
-                key = (prompt_index, d.index)
-                text = d.text
-                if c.req.echo and key not in echoed:
-                    echoed.add(key)
-                    text = c.prompts[prompt_index][0] + text
-                choices.append(c.choice(prompt_index, d, text, offsets.get(key, 0)))
-                offsets[key] = offsets.get(key, 0) + len(text)
-            yield f"data: {json.dumps(c.envelope(choices))}\n\n"
-            item = await anext(rest, None)
-        opts = c.req.stream_options
-        if opts is not None and opts.include_usage:
-            yield f"data: {json.dumps(c.envelope([], c.usage()))}\n\n"
-    except Exception as exc:  # after the 200 header, errors travel in the stream
-        yield f"data: {json.dumps(to_error(exc)[1])}\n\n"
-    finally:
-        await rest.aclose()
-    yield "data: [DONE]\n\n"
+    item = first
+    while item is not None:
+        prompt_index, deltas = item
+        choices = []
+        for d in deltas:
+            key = (prompt_index, d.index)
+            text = d.text
+            if c.req.echo and key not in echoed:
+                echoed.add(key)
+                text = c.prompts[prompt_index][0] + text
+            choices.append(c.choice(prompt_index, d, text, offsets.get(key, 0)))
+            offsets[key] = offsets.get(key, 0) + len(text)
+        yield f"data: {json.dumps(c.envelope(choices))}\n\n"
+        item = await anext(rest, None)
+    opts = c.req.stream_options
+    if opts is not None and opts.include_usage:
+        yield f"data: {json.dumps(c.envelope([], c.usage()))}\n\n"
 
 
 @router.post("/v1/completions")
@@ -145,12 +137,5 @@ async def create_completion(request: Request) -> Any:
     state.check_model(req.model)
     c = _Completion(state, req)
     if not req.stream:
-        body = await cancel_on_disconnect(request, _full(c))
-        return JSONResponse(body) if body is not None else Response(status_code=499)
-    rest = merge(c.streams())
-    try:  # the first output surfaces engine-side rejections as a proper HTTP error
-        first = await anext(rest, None)
-    except Exception as exc:
-        await rest.aclose()
-        return error_response(exc)
-    return StreamingResponse(_stream(c, first, rest), media_type="text/event-stream")
+        return await full_response(request, _full(c))
+    return await stream_response(merge(c.streams()), lambda first, rest: _stream(c, first, rest))
