@@ -136,7 +136,7 @@ async def _full(c: _Chat) -> dict[str, Any]:
             texts.setdefault(d.index, []).append(d.text)
             a = acc.setdefault(d.index, SampleDelta(d.index, "", [], []))
             a.token_ids += d.token_ids
-            a.logprobs = (a.logprobs or []) + (d.logprobs or [])
+            a.logprobs += d.logprobs or []
             a.finish_reason, a.stop_reason = d.finish_reason, d.stop_reason
     choices = []
     for index, a in sorted(acc.items()):

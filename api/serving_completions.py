@@ -96,7 +96,7 @@ async def _full(c: _Completion) -> dict:
             texts.setdefault(key, []).append(d.text)
             acc = merged.setdefault(key, SampleDelta(d.index, "", [], []))
             acc.token_ids += d.token_ids
-            acc.logprobs = (acc.logprobs or []) + (d.logprobs or [])
+            acc.logprobs += d.logprobs or []
             acc.finish_reason, acc.stop_reason = d.finish_reason, d.stop_reason
     choices = []
     for (prompt_index, _), acc in sorted(merged.items()):
