@@ -97,30 +97,36 @@ def load_model(model: str | None, dtype: str | torch.dtype, device: str) -> Load
     if arch_name in ARCHITECTURES:
         arch = ArchConfig.from_hf(hf_config)
         files = _safetensors_files(folder)
-        net = _build_native(arch, _iter_safetensors(files), torch_dtype, device)
-        return LoadedModel(
-            net,
-            hf_config,
-            arch.vocab_size,
-            arch.max_position_embeddings,
-            torch_dtype,
-            True,
-            folder,
-            arch=arch,
-        )
+        return _load_native(folder, hf_config, arch, _iter_safetensors(files), torch_dtype, device)
     return _load_fallback(folder, hf_config, torch_dtype, device)
 
 
-def _build_native(
-    arch: ArchConfig, tensors: Any, dtype: torch.dtype, device: str
-) -> LlamaFamilyForCausalLM:
+def _load_native(
+    folder: Path,
+    hf_config: dict[str, Any],
+    arch: ArchConfig,
+    tensors: Any,
+    dtype: torch.dtype,
+    device: str,
+    gguf_file: str | None = None,
+) -> LoadedModel:
     with torch.device("meta"):
         net = LlamaFamilyForCausalLM(arch)
     net = net.to_empty(device=device).to(dtype)
     net.inv_freq = rope_inv_freq(arch).float().to(device)  # buffers are not in checkpoints
     net.load_weights(tensors)
     net.init_rope_cache(arch.max_position_embeddings)
-    return net.eval()
+    return LoadedModel(
+        net.eval(),
+        hf_config,
+        arch.vocab_size,
+        arch.max_position_embeddings,
+        dtype,
+        True,
+        folder,
+        gguf_file,
+        arch,
+    )
 
 
 def _load_fallback(
@@ -176,15 +182,4 @@ def _load_gguf(folder: Path, gguf_file: str, dtype: str | torch.dtype, device: s
     state = hf_model.state_dict()
     if arch.tie_word_embeddings:
         state.pop("lm_head.weight", None)
-    net = _build_native(arch, state.items(), torch_dtype, device)
-    return LoadedModel(
-        net,
-        hf_config,
-        arch.vocab_size,
-        arch.max_position_embeddings,
-        torch_dtype,
-        True,
-        folder,
-        gguf_file,
-        arch,
-    )
+    return _load_native(folder, hf_config, arch, state.items(), torch_dtype, device, gguf_file)
