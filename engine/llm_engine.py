@@ -270,7 +270,7 @@ class LLMEngine:
             chunks = seq.detokenizer.released
             start_tok = seq.num_emitted_tokens if delta else 0
             text = "".join(chunks[request.emitted_chunks[i] :] if delta else chunks)
-            token_ids = seq.output_token_ids[start_tok:]
+            token_ids = seq.token_ids[seq.num_prompt_tokens + start_tok :]
             logprobs = seq.logprobs[start_tok:] if seq.logprobs is not None else None
             request.emitted_chunks[i] = len(chunks)
             seq.num_emitted_tokens = seq.num_output_tokens
