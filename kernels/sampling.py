@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from thinkgate.kernels.bitmask import unpack_bitmask_ref
+from thinkgate.kernels.bitmask import apply_token_bitmask_inplace_ref, unpack_bitmask_ref
 from thinkgate.kernels.noise import LOG2E, _gumbel2, _philox, gumbel_noise_ref
 from thinkgate.kernels.reasoning import ReasoningState, reasoning_gate_ref
 
@@ -53,12 +53,19 @@ def sample_ref(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Torch twin of the fused kernel (the spec and the CPU path); arguments already checked."""
     num_rows, num_cols = logits.shape
+    gate = reasoning_gate_ref(reasoning, slots) if reasoning is not None else None
+    scale = temperature_scale(temperature)
+    ids = None
+    if floor is None and not logprobs and not bool((scale > 0).any()):
+        ids = _greedy_masked(logits, bitmask, grammar_rows, gate, cover)
+    if ids is not None:
+        return (ids if gate is None else torch.where(gate[1], gate[2], ids)), None
     x = logits.float()
-    allowed = allowed_mask_ref(num_rows, num_cols, bitmask, grammar_rows, reasoning, slots, cover)
+    allowed = allowed_mask_ref(num_rows, num_cols, bitmask, grammar_rows, reasoning, slots, cover,
+                               gate=gate)
     allowed &= ~torch.isnan(x)
     if floor is not None:
         allowed &= x >= floor[:, None]
-    scale = temperature_scale(temperature)
     key = x.clone()
     rows = (scale > 0).nonzero()[:, 0]  # greedy rows need no noise
     if rows.numel():
@@ -73,8 +80,8 @@ def sample_ref(
         lse = torch.logsumexp(y * _LN2, dim=1)
         chosen = y.gather(1, ids.clamp(min=0)[:, None])[:, 0] * _LN2
         lp = torch.where(ids >= 0, chosen - lse, float("-inf"))
-    if reasoning is not None:
-        _, forced, forced_id = reasoning_gate_ref(reasoning, slots)
+    if gate is not None:
+        _, forced, forced_id = gate
         ids = torch.where(forced, forced_id, ids)
         if lp is not None:
             lp = torch.where(forced, 0.0, lp)
@@ -89,8 +96,10 @@ def allowed_mask_ref(
     reasoning: ReasoningState | None,
     slots: torch.Tensor | None,
     cover: int | None = None,
+    gate: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """(B, V) bool: the columns the gated grammar allows (all of them where it does not apply)."""
+    """(B, V) bool: the columns the gated grammar allows (all of them where it does not apply).
+    `gate` is `reasoning_gate_ref(reasoning, slots)` when the caller already has it."""
     if bitmask is None:
         device = reasoning.device if reasoning is not None else None
         return torch.ones(num_rows, num_cols, dtype=torch.bool, device=device)
@@ -100,8 +109,37 @@ def allowed_mask_ref(
     if grammar_rows is not None:
         use &= grammar_rows.bool()
     if reasoning is not None:
-        use &= reasoning_gate_ref(reasoning, slots)[0]
+        use &= (gate if gate is not None else reasoning_gate_ref(reasoning, slots))[0]
     return unpack_bitmask_ref(bitmask, num_cols, limit) | ~use[:, None]
+
+
+def _greedy_masked(
+    logits: torch.Tensor,
+    bitmask: torch.Tensor | None,
+    grammar_rows: torch.Tensor | None,
+    gate: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None,
+    cover: int | None,
+) -> torch.Tensor | None:
+    """All rows greedy, no filters, no logprobs: mask a copy with the bitwise CPU twin of
+    `apply_token_bitmask_inplace` (same allowed set as `allowed_mask_ref`) and take the first
+    maximum. None when a row's maximum is NaN (the kernel bans NaN) or -inf (nothing allowed):
+    the full path answers those rows."""
+    x = logits.float().clone()
+    if bitmask is not None:
+        use = torch.ones(x.shape[0], dtype=torch.bool, device=x.device)
+        if grammar_rows is not None:
+            use &= grammar_rows.bool()
+        if gate is not None:
+            use &= gate[0]
+        limit = 32 * bitmask.shape[1] if cover is None else min(cover, 32 * bitmask.shape[1])
+        apply_token_bitmask_inplace_ref(x, bitmask, use.nonzero()[:, 0], vocab_size=limit)
+    if x.shape[1] == 0:
+        return None
+    ids = x.argmax(dim=1)
+    best = x.gather(1, ids[:, None])[:, 0]
+    if bool((torch.isnan(best) | (best == float("-inf"))).any()):
+        return None
+    return ids
 
 
 @triton.jit

@@ -176,3 +176,42 @@ def test_greedy_fast_path_equals_the_full_path(gen, vocab: int) -> None:
     assert fast.tolist() == clean.argmax(1).tolist()
     zeros = torch.zeros(4, dtype=torch.int64)
     assert fast.tolist() == sample_ref(clean, torch.zeros(4), zeros, zeros)[0].tolist()
+
+
+@pytest.mark.parametrize("vocab", [33, 300, 32001])
+def test_all_greedy_twin_equals_triton_without_logprobs(vocab: int, gen) -> None:
+    """The twin's all-greedy path (bitwise mask on a copy + first maximum) picks the kernel's
+    ids: grammar rows and not, gate thinking/answering/forced, NaN, ties and all-banned rows."""
+    rows = 8
+    logits = random_logits(rows, vocab, torch.float32, gen, pad=3)
+    logits[1, :5] = float("nan")  # a NaN would win a plain argmax; the kernel bans it
+    logits[2] = 0.0  # every column ties
+    bitmask = random_bitmask(rows, vocab - 3, gen)
+    bitmask[3] = 0  # nothing allowed on a grammar row
+    bitmask[4] = 0
+    bitmask[4, 0] = 1  # only token 0, which row 4 (still thinking: no grammar) does not pick
+    logits[4, 0] = logits[4].min() - 1
+    grammar_rows = torch.tensor([True, True, False, True, True, True, False, True])
+    state = ReasoningState.allocate(rows, 2)
+    for slot in range(rows):
+        state.set_slot(slot, [vocab - 2, vocab - 1], thinking=slot in (4, 5),
+                       budget=0 if slot == 5 else None)
+    greedy = {"temperature": torch.zeros(rows),
+              "seeds": torch.zeros(rows, dtype=torch.int64),
+              "steps": torch.zeros(rows, dtype=torch.int64)}
+    gated = {"bitmask": bitmask, "grammar_rows": grammar_rows, "reasoning": state}
+    for kw in ({}, {"bitmask": bitmask, "grammar_rows": grammar_rows}, gated):
+        twin, lp = sample_ref(logits, **greedy, **kw)
+        ours, _ = sample_triton(logits, **greedy, **kw, logprobs=False, num_splits=1, tile=1024)
+        assert lp is None and torch.equal(twin, ours), kw.keys()
+    assert twin[5] == vocab - 2 and twin[4] != 0 and twin[3] == -1
+    # without the NaN and all-banned rows (which send the twin to its general path)
+    keep = torch.tensor([0, 2, 4, 5, 6, 7])
+    sub = {"bitmask": bitmask[keep], "grammar_rows": grammar_rows[keep], "reasoning": state,
+           "slots": keep}
+    greedy = {k: v[keep] for k, v in greedy.items()}
+    twin, _ = sample_ref(logits[keep], **greedy, **sub)
+    ours, _ = sample_triton(logits[keep], **greedy, **sub, logprobs=False, num_splits=1,
+                            tile=1024)
+    assert torch.equal(twin, ours)
+    assert twin[2] != 0 and twin[3] == vocab - 2  # row 4 thinks freely; row 5 is forced
