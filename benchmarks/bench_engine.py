@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (both sides)")
     parser.add_argument("--json", default=None, help="write the rows here")
+    parser.add_argument("--constrained", action=argparse.BooleanOptionalAction, default=True,
+                        help="then the JSON-schema-constrained vs plain rows (bench_constrained)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -137,6 +139,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)
+    if args.constrained:
+        from thinkgate.benchmarks import bench_constrained
+
+        print("\nconstrained rows (demo model, JSON schema vs plain, greedy):")
+        threads = ["--threads", str(args.threads)] if args.threads else []
+        bench_constrained.main(["--batches", *args.batches.split(","), *threads])
 
 
 if __name__ == "__main__":
