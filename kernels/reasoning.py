@@ -186,6 +186,9 @@ def reasoning_gate_ref(
     idx = _slot_index(state, slots)
     end_len = state.end_len[idx]
     thinking = (state.thinking[idx] != 0) & (end_len > 0)
+    if not bool(thinking.any()):  # every row answers: grammar everywhere, nothing forced
+        none = torch.zeros_like(thinking)
+        return ~none, none, torch.full(thinking.shape, -1, dtype=torch.int64, device=state.device)
     budget = state.budget[idx]
     progress = state.progress[idx].clamp(max=state.max_end_len - 1).long()
     spent = state.num_reasoning_tokens[idx] - state.progress[idx]
@@ -203,6 +206,8 @@ def update_reasoning_state_ref(
     tok = sampled_ids.to(device=state.device, dtype=torch.int64)
     end_len = state.end_len[idx]
     active = (state.thinking[idx] != 0) & (end_len > 0)
+    if not bool(active.any()):  # every row answers: nothing moves (common once thinking ends)
+        return
     end_ids = state.end_ids[idx].long()
     end_fail = state.end_fail[idx].long()
     s = state.progress[idx].long()
