@@ -9,6 +9,7 @@ never allow raw control characters.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -92,8 +93,9 @@ def canonical_constraint(params: StructuredOutputsParams) -> tuple[str, str]:
         if not isinstance(schema, dict | bool):
             raise ValueError(f"structured_outputs.json must be a JSON schema object, got "
                              f"{_short(json.dumps(schema))}")
-        _check_schema(schema)
-        return kind, json.dumps(schema, separators=(",", ":"))
+        text = json.dumps(schema, separators=(",", ":"))
+        _check_schema(text)
+        return kind, text
     if kind == "json_object":
         return kind, '{"type":"object"}'
     if kind == "choice":
@@ -133,11 +135,13 @@ def _load_json(value: Any, name: str) -> Any:
                          f"{_short(value)}") from None
 
 
-def _check_schema(schema: dict[str, Any] | bool) -> None:
-    try:
-        import jsonschema
-    except ImportError:  # xgrammar still rejects what it cannot compile
-        return
+@functools.lru_cache(maxsize=256)
+def _check_schema(text: str) -> None:
+    """Validate a schema (canonical JSON text) against its meta-schema, once per distinct schema:
+    a meta-schema check costs milliseconds, and most requests repeat a schema."""
+    import jsonschema
+
+    schema = json.loads(text)
     try:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as err:
