@@ -21,22 +21,23 @@ import torch
 
 def logit_floor(
     logits: torch.Tensor,
-    allowed: torch.Tensor,
+    allowed: torch.Tensor | None,
     temperature: torch.Tensor,
     top_k: torch.Tensor | None = None,
     top_p: torch.Tensor | None = None,
     min_p: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """(B,) fp32 floor; `allowed` (B, V) bool is the gated grammar mask."""
+    """(B,) fp32 floor; `allowed` (B, V) bool is the gated grammar mask (None: `logits` already
+    holds -inf wherever a column is banned)."""
     num_rows, num_cols = logits.shape
-    x = logits.float().masked_fill(~allowed, float("-inf"))
+    x = logits.float() if allowed is None else logits.float().masked_fill(~allowed, float("-inf"))
     sorted_x = x.sort(dim=1, descending=True).values
     t = temperature.float()
     greedy = t <= 0
     probs = torch.softmax(sorted_x / torch.where(greedy, 1.0, t)[:, None], dim=1)
     probs = torch.nan_to_num(probs, nan=0.0)
     position = torch.arange(num_cols, device=logits.device)[None, :]
-    keep = torch.ones_like(allowed)
+    keep = torch.ones(num_rows, num_cols, dtype=torch.bool, device=logits.device)
     if top_k is not None:
         k = torch.where(top_k > 0, top_k.long(), num_cols)
         keep &= position < k[:, None]

@@ -11,6 +11,7 @@ from thinkgate.kernels.backend import use_triton
 from thinkgate.kernels.bitmask import FLOAT_DTYPES
 from thinkgate.kernels.filters import logit_floor
 from thinkgate.kernels.reasoning import ReasoningState, check_slots
+from thinkgate.kernels.sample_cpu import sample_cpu
 from thinkgate.kernels.sampling import allowed_mask_ref, sample_ref, sample_triton
 
 
@@ -81,12 +82,20 @@ def sample(
     `bitmask` (B, W) int32 applies to rows where `grammar_rows` (B,) bool is set (all rows if
     None) and, with `reasoning`, only once the row answers (or always if the slot asks for the
     grammar inside reasoning). `slots` (B,) maps batch rows to reasoning-state slots. Columns
-    at or past `vocab_size` (or the bitmask's coverage) are banned on grammar rows."""
+    at or past `vocab_size` (or the bitmask's coverage) are banned on grammar rows.
+
+    CUDA tensors (and CPU ones under TRITON_INTERPRET=1) run the fused Triton kernel; CPU
+    tensors run `sample_cpu`, which draws the same distribution from other random numbers."""
     _check(logits, sampling, bitmask, grammar_rows, reasoning, slots)
     if logits.device.type == "cpu" and not return_logprobs and bitmask is None and reasoning is None:
         ids = _greedy_argmax(logits, sampling)
         if ids is not None:
             return Sampled(ids, None)
+    if logits.device.type == "cpu" and not use_triton(logits):
+        ids, lp = sample_cpu(logits, sampling.temperature, sampling.seeds, sampling.steps,
+                             bitmask, grammar_rows, reasoning, slots, sampling.top_k,
+                             sampling.top_p, sampling.min_p, vocab_size, return_logprobs)
+        return Sampled(ids, lp)
     floor = None
     if any(f is not None for f in (sampling.top_k, sampling.top_p, sampling.min_p)):
         allowed = allowed_mask_ref(logits.shape[0], logits.shape[1], bitmask, grammar_rows,

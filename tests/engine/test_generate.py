@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -33,7 +34,13 @@ def test_greedy_is_deterministic_and_batch_independent(llm: LLM) -> None:
     assert all(len(t) == 24 for t in batched)
 
 
-def test_seeded_sampling_is_independent_of_the_batch(llm: LLM) -> None:
+@pytest.mark.parametrize("interpret", ["0", os.environ.get("TRITON_INTERPRET", "")],
+                         ids=["cpu-path", "caller-path"])
+def test_seeded_sampling_is_independent_of_the_batch(
+    llm: LLM, interpret: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the CPU sampling path and on the Triton one (interpreted under TRITON_INTERPRET=1)."""
+    monkeypatch.setenv("TRITON_INTERPRET", interpret)
     seeded = SamplingParams(temperature=1.0, top_p=0.9, seed=7, max_tokens=20, ignore_eos=True)
     alone = tokens(llm, [PROMPTS[0]], seeded)[0]
     others = [greedy(), SamplingParams(temperature=0.8, seed=1, max_tokens=30), seeded, greedy(5)]

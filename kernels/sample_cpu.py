@@ -1,0 +1,143 @@
+"""The CPU sampling path: the fused sampler's semantics at the cost of one pass over the logits.
+
+Same allowed set, gate, forced tokens, greedy rule (first maximal logit) and logprob as
+`sampling.sample_ref`; only the randomness differs. Instead of one Gumbel draw per column (a
+Philox call per 4 columns, emulated in int64 torch ops: ~0.45 ms per row per step), a sampled
+row draws ONE uniform and inverts the CDF of its allowed distribution::
+
+    p[c]   = 2 ** ((x[c] - max_c x) * log2(e) / T)   over allowed c, 0 elsewhere
+    cdf    = cumsum(p)
+    u      = uniform(seed, step) in (0, 1)             # a counter-based hash, 24 bits
+    id     = first c with cdf[c] > u * cdf[-1]          # never a column with p[c] == 0
+
+which samples softmax(x / T) over the allowed columns (exactly the distribution Gumbel-max
+samples). ``u`` is a pure function of the row's (seed, step), so a seeded request gets the same
+tokens alone or in any batch on CPU; it does not get the same tokens as the Triton path, whose
+noise is per column.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from thinkgate.kernels.bitmask import apply_token_bitmask_inplace_ref
+from thinkgate.kernels.filters import logit_floor
+from thinkgate.kernels.reasoning import ReasoningState, reasoning_gate_ref
+from thinkgate.kernels.sampling import LOG2E, temperature_scale
+
+_LN2 = 0.6931471805599453
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def _splitmix64(z: np.ndarray) -> np.ndarray:
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+def uniform_cpu(seeds: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+    """(B,) float64 in (0, 1): a hash of each row's (seed, step), 24 bits, odd multiples of 2**-25.
+
+    splitmix64 of the mixed seed plus (step + 1) golden-ratio increments (its own stream for
+    each seed), then splitmix64 again; uint64 arithmetic wraps in numpy."""
+    s = seeds.to(torch.int64).numpy().astype(np.uint64)
+    t = steps.to(torch.int64).numpy().astype(np.uint64)
+    z = _splitmix64(_splitmix64(s) + (t + np.uint64(1)) * _GOLDEN)
+    top = (z >> np.uint64(40)).astype(np.float64)  # 24 bits
+    return torch.from_numpy((top * 2.0 + 1.0) * 2.0**-25)
+
+
+def sample_cpu(
+    logits: torch.Tensor,
+    temperature: torch.Tensor,
+    seeds: torch.Tensor,
+    steps: torch.Tensor,
+    bitmask: torch.Tensor | None = None,
+    grammar_rows: torch.Tensor | None = None,
+    reasoning: ReasoningState | None = None,
+    slots: torch.Tensor | None = None,
+    top_k: torch.Tensor | None = None,
+    top_p: torch.Tensor | None = None,
+    min_p: torch.Tensor | None = None,
+    cover: int | None = None,
+    logprobs: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(ids (B,) int64, logprobs (B,) fp32 or None) for CPU `logits` (B, V); arguments checked.
+
+    Top-k / top-p / min-p apply as `filters.logit_floor` over the allowed columns."""
+    num_rows, num_cols = logits.shape
+    gate = reasoning_gate_ref(reasoning, slots) if reasoning is not None else None
+    x = logits.to(torch.float32, copy=True)  # (B, V), masked in place below
+    if bitmask is not None:
+        use = torch.ones(num_rows, dtype=torch.bool)
+        if grammar_rows is not None:
+            use &= grammar_rows.bool()
+        if gate is not None:
+            use &= gate[0]
+        limit = 32 * bitmask.shape[1] if cover is None else min(cover, 32 * bitmask.shape[1])
+        rows = use.nonzero()[:, 0]
+        if rows.numel() == num_rows:
+            apply_token_bitmask_inplace_ref(x, bitmask, None, vocab_size=limit)
+        elif rows.numel():
+            apply_token_bitmask_inplace_ref(x, bitmask, rows, vocab_size=limit)
+    if num_cols == 0:
+        ids = torch.full((num_rows,), -1, dtype=torch.int64)
+        return _finish(ids, None if not logprobs else torch.full((num_rows,), float("-inf")), gate)
+    best, ids = x.max(dim=1)  # the first maximal column: the greedy id
+    if bool(torch.isnan(best).any()):  # NaN is never allowed; only then pay for the rewrite
+        x.nan_to_num_(nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
+        best, ids = x.max(dim=1)
+    if any(f is not None for f in (top_k, top_p, min_p)):
+        floor = logit_floor(x, None, temperature, top_k, top_p, min_p)
+        x.masked_fill_(x < floor[:, None], float("-inf"))
+    scale = temperature_scale(temperature)
+    live = best > float("-inf")
+    ids = torch.where(live, ids, -1)
+    sampled = (scale > 0) & live & (best < float("inf"))
+    rows = sampled.nonzero()[:, 0]
+    if rows.numel():
+        whole = rows.numel() == num_rows and not logprobs  # x is ours: sample it in place
+        ids[rows] = _invert_cdf(x if whole else x[rows], best[rows], scale[rows],
+                                uniform_cpu(seeds[rows], steps[rows]))
+    lp = _logprob(x, ids, scale) if logprobs else None
+    return _finish(ids, lp, gate)
+
+
+def _invert_cdf(
+    x: torch.Tensor, best: torch.Tensor, scale: torch.Tensor, u: torch.Tensor
+) -> torch.Tensor:
+    """Sample each row of `x` (R, V) from softmax(x * scale * ln 2) by one uniform per row."""
+    p = x.sub_(best[:, None]).mul_(scale[:, None]).exp2_()  # (R, V); banned -> 0, best -> 1
+    cdf = p.cumsum_(dim=1)
+    total = cdf[:, -1:]
+    target = (u.to(torch.float32)[:, None] * total).clamp_(max=total)
+    ids = torch.searchsorted(cdf, target, right=True)[:, 0]
+    over = ids >= x.shape[1]  # u * total rounded up to total: take the last allowed column
+    if bool(over.any()):
+        rows = over.nonzero()[:, 0]
+        last = (cdf[rows] < total[rows]).sum(dim=1)
+        ids[rows] = last.clamp_(max=x.shape[1] - 1)
+    return ids
+
+
+def _logprob(x: torch.Tensor, ids: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """log softmax of x / T (T = 1 for greedy rows) at `ids` over the allowed columns."""
+    y = x * torch.where(scale > 0, scale, LOG2E)[:, None] * _LN2
+    lse = torch.logsumexp(y, dim=1)
+    chosen = y.gather(1, ids.clamp(min=0)[:, None])[:, 0]
+    return torch.where(ids >= 0, chosen - lse, float("-inf"))
+
+
+def _finish(
+    ids: torch.Tensor,
+    lp: torch.Tensor | None,
+    gate: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    if gate is not None:
+        _, forced, forced_id = gate
+        ids = torch.where(forced, forced_id, ids)
+        if lp is not None:
+            lp = torch.where(forced, 0.0, lp)
+    return ids, lp

@@ -1,0 +1,133 @@
+"""The CPU sampling path: the spec's allowed set, greedy ids and logprobs; its own randomness."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from kernel_inputs import random_bitmask, random_logits
+from thinkgate.kernels import ReasoningState, SamplingTensors, sample
+from thinkgate.kernels.filters import logit_floor
+from thinkgate.kernels.sample_cpu import sample_cpu, uniform_cpu
+from thinkgate.kernels.sampling import allowed_mask_ref, sample_ref
+
+VOCABS = [1, 31, 33, 8064, 32001]
+
+
+def _rows(rows: int, gen: torch.Generator, temps: tuple[float, ...]) -> dict[str, torch.Tensor]:
+    return {
+        "temperature": torch.tensor(temps * rows)[:rows],
+        "seeds": torch.randint(0, 2**62, (rows,), generator=gen),
+        "steps": torch.randint(0, 2**40, (rows,), generator=gen),
+    }
+
+
+@pytest.mark.parametrize("vocab", VOCABS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_greedy_rows_and_logprobs_match_the_spec(vocab: int, dtype: torch.dtype,
+                                                 gen: torch.Generator) -> None:
+    rows = 12
+    logits = random_logits(rows, vocab, dtype, gen, pad=3)
+    logits[1, :] = float("-inf")  # nothing to sample: -1
+    logits[2, vocab // 2] = float("nan")  # NaN is never chosen
+    logits[3, :] = 1.0  # all tied: the first column
+    bitmask = random_bitmask(rows, vocab, gen)
+    grammar_rows = torch.arange(rows) % 3 != 0
+    kw = dict(_rows(rows, gen, (0.0,)), bitmask=bitmask, grammar_rows=grammar_rows)
+    ours, lp = sample_cpu(logits, **kw, logprobs=True)
+    spec, spec_lp = sample_ref(logits, **kw, logprobs=True)
+    assert torch.equal(ours, spec)
+    torch.testing.assert_close(lp, spec_lp, rtol=1e-5, atol=1e-5)
+    sampled_kw = dict(kw, temperature=torch.full((rows,), 0.8))
+    ids, lp = sample_cpu(logits, **sampled_kw, logprobs=True)
+    allowed = allowed_mask_ref(rows, vocab, bitmask, grammar_rows, None, None)
+    allowed &= ~torch.isnan(logits.float())
+    for r in range(rows):
+        ok = allowed[r] & (logits[r].float() > float("-inf"))
+        if not ok.any():
+            assert ids[r] == -1 and lp[r] == float("-inf")
+            continue
+        assert ok[ids[r]], f"row {r} sampled a banned column {int(ids[r])}"
+        y = torch.where(ok, logits[r].float() / 0.8, float("-inf")).double()
+        want = y[ids[r]] - torch.logsumexp(y, 0)
+        assert math.isclose(float(lp[r]), float(want), rel_tol=1e-4, abs_tol=1e-4)
+
+
+def test_sampling_follows_the_allowed_softmax(gen: torch.Generator) -> None:
+    vocab, n = 40, 40_000
+    logits = torch.randn(1, vocab, generator=gen) * 1.5
+    words = torch.randint(-(2**31), 2**31, (2, 2), generator=gen, dtype=torch.int64)
+    bitmask = (words[0] | words[1]).view(1, 2).to(torch.int32)  # ~3/4 of the columns allowed
+    for temp in (0.5, 1.0, 2.0):
+        ids, _ = sample_cpu(logits.expand(n, vocab), torch.full((n,), temp),
+                            torch.arange(n, dtype=torch.int64), torch.full((n,), 3),
+                            bitmask=bitmask.expand(n, -1))
+        allowed = allowed_mask_ref(1, vocab, bitmask, None, None, None)[0]
+        probs = torch.softmax(torch.where(allowed, logits[0] / temp, float("-inf")), 0)
+        counts = torch.bincount(ids, minlength=vocab).double()
+        assert counts[~allowed].sum() == 0
+        expected = probs.double() * n
+        keep = expected > 5
+        chi2 = float((((counts - expected) ** 2)[keep] / expected[keep]).sum())
+        dof = int(keep.sum()) - 1
+        assert chi2 < dof + 6 * math.sqrt(2 * dof), (temp, chi2, dof)  # ~4 sigma
+
+
+def test_filters_keep_the_floor_of_the_spec(gen: torch.Generator) -> None:
+    vocab, n = 64, 20_000
+    logits = torch.randn(1, vocab, generator=gen) * 2
+    t = torch.ones(n)
+    filters = {"top_k": torch.full((n,), 5, dtype=torch.int32),
+               "top_p": torch.full((n,), 0.7), "min_p": torch.full((n,), 0.05)}
+    for name, values in filters.items():
+        ids, _ = sample_cpu(logits.expand(n, vocab), t, torch.arange(n), torch.zeros(n).long(),
+                            **{name: values})
+        floor = logit_floor(logits, torch.ones(1, vocab, dtype=torch.bool), t[:1],
+                            **{name: values[:1]})
+        kept = logits[0] >= floor[0]
+        counts = torch.bincount(ids, minlength=vocab)
+        assert counts[~kept].sum() == 0, name
+        assert (counts[kept] > 0).all(), name  # every kept token shows up in 20k draws
+
+
+def test_a_row_depends_only_on_its_seed_and_step(gen: torch.Generator) -> None:
+    vocab = 500
+    logits = random_logits(6, vocab, torch.float32, gen)
+    kw = _rows(6, gen, (1.0, 0.0, 0.7))
+    batch, _ = sample_cpu(logits, **kw)
+    for r in range(6):
+        alone, _ = sample_cpu(logits[r:r + 1], **{k: v[r:r + 1] for k, v in kw.items()})
+        assert alone[0] == batch[r]
+    u = uniform_cpu(torch.tensor([5, 5, 5, 6]), torch.tensor([0, 1, 0, 0]))
+    assert u[0] == u[2] and u[0] != u[1] and u[0] != u[3]
+    assert bool(((u > 0) & (u < 1)).all())
+    many = uniform_cpu(torch.arange(50_000), torch.zeros(50_000, dtype=torch.int64))
+    assert abs(float(many.mean()) - 0.5) < 0.01 and abs(float(many.var()) - 1 / 12) < 0.005
+
+
+def test_forced_marker_and_gate(gen: torch.Generator) -> None:
+    """A spent budget forces the marker; the grammar waits while a row thinks."""
+    vocab = 64
+    logits = random_logits(3, vocab, torch.float32, gen)
+    state = ReasoningState.create([[7, 8], [7, 8], [7, 8]], budgets=[0, None, None])
+    state.thinking[2] = 0  # row 2 answers: the grammar applies
+    bitmask = torch.zeros(3, 2, dtype=torch.int32)
+    bitmask[:, 0] = 1 << 9  # only column 9
+    ids, lp = sample_cpu(logits, torch.ones(3), torch.arange(3), torch.zeros(3).long(),
+                         bitmask=bitmask, reasoning=state, logprobs=True)
+    assert ids[0] == 7 and lp[0] == 0.0
+    assert ids[2] == 9
+    assert ids[1] != -1  # thinking without grammar: any column
+
+
+def test_sample_dispatches_cpu_tensors_to_the_cpu_path(monkeypatch: pytest.MonkeyPatch,
+                                                       gen: torch.Generator) -> None:
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    logits = random_logits(4, 1000, torch.float32, gen)
+    sampling = SamplingTensors.from_lists([1.0, 0.0, 0.5, 1.0], seeds=[1, 2, 3, 4],
+                                          steps=[9, 9, 9, 9])
+    out = sample(logits, sampling, return_logprobs=True)
+    ids, lp = sample_cpu(logits, sampling.temperature, sampling.seeds, sampling.steps,
+                         logprobs=True)
+    assert torch.equal(out.token_ids, ids) and torch.equal(out.logprobs, lp)
