@@ -39,6 +39,7 @@ def test_greedy_rows_and_logprobs_match_the_spec(vocab: int, dtype: torch.dtype,
     spec, spec_lp = sample_ref(logits, **kw, logprobs=True)
     assert torch.equal(ours, spec)
     torch.testing.assert_close(lp, spec_lp, rtol=1e-5, atol=1e-5)
+    assert torch.equal(sample_cpu(logits, **kw)[0], spec)
     sampled_kw = dict(kw, temperature=torch.full((rows,), 0.8))
     ids, lp = sample_cpu(logits, **sampled_kw, logprobs=True)
     allowed = allowed_mask_ref(rows, vocab, bitmask, grammar_rows, None, None)
