@@ -98,7 +98,11 @@ class ConstrainedDecoding(StructuredOutputHook):
 
     # ---- per step ----
     def start_fill(self, seqs: list[Sequence]) -> Any:
-        slots = self.slots.slots_for(seqs) if self.slots is not None else None
+        # Once every gated row of the batch answers, the device gate changes nothing (answering
+        # slots never move), so the step skips it: no gate, no update, no state read back.
+        thinking = any(seq.reasoning_state is not None and not seq.reasoning_state.answering
+                       for seq in seqs)
+        slots = self.slots.slots_for(seqs) if self.slots is not None and thinking else None
         rows = [seq.structured_state for seq in seqs]
         if slots is None and all(r is None for r in rows):
             return None
