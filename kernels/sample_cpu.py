@@ -18,37 +18,15 @@ noise is per column.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from thinkgate.kernels.bitmask import apply_token_bitmask_inplace_ref
-from thinkgate.kernels.filters import logit_floor
+from thinkgate.kernels.filters import logit_floor_sparse
+from thinkgate.kernels.inverse_cdf import invert_cdf, uniform_cpu
 from thinkgate.kernels.reasoning import ReasoningState, reasoning_gate_ref
+from thinkgate.kernels.sample_filtered_cpu import sample_filtered
 from thinkgate.kernels.sampling import LOG2E, temperature_scale
 
 _LN2 = 0.6931471805599453
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-
-
-def _splitmix64(z: np.ndarray) -> np.ndarray:
-    z = (z ^ (z >> np.uint64(30))) * _MIX1
-    z = (z ^ (z >> np.uint64(27))) * _MIX2
-    return z ^ (z >> np.uint64(31))
-
-
-def uniform_cpu(seeds: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
-    """(B,) float64 in (0, 1): a hash of each row's (seed, step), 24 bits, odd multiples of 2**-25.
-
-    splitmix64 of the mixed seed plus (step + 1) golden-ratio increments (its own sequence for
-    each seed), then splitmix64 again; uint64 arithmetic wraps in numpy."""
-    s = seeds.to(torch.int64).numpy().astype(np.uint64)
-    t = steps.to(torch.int64).numpy().astype(np.uint64)
-    z = _splitmix64(_splitmix64(s) + (t + np.uint64(1)) * _GOLDEN)
-    top = (z >> np.uint64(40)).astype(np.float64)  # 24 bits
-    return torch.from_numpy((top * 2.0 + 1.0) * 2.0**-25)
-
-
 def sample_cpu(
     logits: torch.Tensor,
     temperature: torch.Tensor,
@@ -66,7 +44,8 @@ def sample_cpu(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(ids (B,) int64, logprobs (B,) fp32 or None) for CPU `logits` (B, V); arguments checked.
 
-    Top-k / top-p / min-p apply as `filters.logit_floor` over the allowed columns. (Sampling
+    Top-k / top-p / min-p apply as `filters.logit_floor` over the allowed columns (computed by
+    `logit_floor_sparse`, which sorts only the candidates). (Sampling
     unmasked first and masking only on a miss was tried: the demo model misses its JSON
     grammar on ~70% of rows in bench_constrained, so it cost 2x the plain masked pass.)"""
     num_rows, num_cols = logits.shape
@@ -113,15 +92,22 @@ def _sample_rows(
     if bool(torch.isnan(best).any()):  # NaN is never allowed; only then pay for the rewrite
         x.nan_to_num_(nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
         best, ids = x.max(dim=1)
-    if any(f is not None for f in filters):
-        floor = logit_floor(x, None, temperature, *filters)
+    filtered = any(f is not None for f in filters)
+    if filtered and logprobs:  # the logprob's normaliser needs the floor itself
+        floor = logit_floor_sparse(x, temperature, *filters)
         x.masked_fill_(x < floor[:, None], float("-inf"))
+        filtered = False
     scale = temperature_scale(temperature)
     live = best > float("-inf")
     ids = torch.where(live, ids, -1)
     sampled = (scale > 0) & live & (best < float("inf"))
     rows = sampled.nonzero()[:, 0]
-    if rows.numel():
+    if rows.numel() and filtered:
+        pick = tuple(None if f is None else f[rows] for f in filters)
+        whole = rows.numel() == num_rows  # x is ours: filter it in place
+        ids[rows] = sample_filtered(x if whole else x[rows], best[rows], scale[rows],
+                                    temperature[rows], seeds[rows], steps[rows], *pick)
+    elif rows.numel():
         whole = rows.numel() == num_rows and not logprobs  # x is ours: sample it in place
         ids[rows] = _invert_cdf(x if whole else x[rows], best[rows], scale[rows],
                                 uniform_cpu(seeds[rows], steps[rows]))
@@ -134,16 +120,7 @@ def _invert_cdf(
 ) -> torch.Tensor:
     """Sample each row of `x` (R, V) from softmax(x * scale * ln 2) by one uniform per row."""
     p = x.sub_(best[:, None]).mul_(scale[:, None]).exp2_()  # (R, V); banned -> 0, best -> 1
-    cdf = p.cumsum_(dim=1)
-    total = cdf[:, -1:]
-    target = (u.to(torch.float32)[:, None] * total).clamp_(max=total)
-    ids = torch.searchsorted(cdf, target, right=True)[:, 0]
-    over = ids >= x.shape[1]  # u * total rounded up to total: take the last allowed column
-    if bool(over.any()):
-        rows = over.nonzero()[:, 0]
-        last = (cdf[rows] < total[rows]).sum(dim=1)
-        ids[rows] = last.clamp_(max=x.shape[1] - 1)
-    return ids
+    return invert_cdf(p.cumsum_(dim=1), u)
 
 
 def _logprob(x: torch.Tensor, ids: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
 import torch
 from kernel_inputs import random_bitmask, random_logits
 from thinkgate.kernels import ReasoningState, SamplingTensors, sample
-from thinkgate.kernels.filters import logit_floor
-from thinkgate.kernels.sample_cpu import sample_cpu, uniform_cpu
+from thinkgate.kernels.filters import logit_floor, logit_floor_sparse
+from thinkgate.kernels.inverse_cdf import uniform_cpu
+from thinkgate.kernels.sample_cpu import sample_cpu
 from thinkgate.kernels.sampling import allowed_mask_ref, sample_ref
 
 VOCABS = [1, 31, 33, 8064, 32001]
@@ -75,21 +77,66 @@ def test_sampling_follows_the_allowed_softmax(gen: torch.Generator) -> None:
         assert chi2 < dof + 6 * math.sqrt(2 * dof), (temp, chi2, dof)  # ~4 sigma
 
 
-def test_filters_keep_the_floor_of_the_spec(gen: torch.Generator) -> None:
-    vocab, n = 64, 20_000
+FILTERS = {
+    "top_k": {"top_k": 5},
+    "top_p": {"top_p": 0.7},
+    "min_p": {"min_p": 0.05},
+    "top_k+top_p": {"top_k": 9, "top_p": 0.6},
+    "top_p+min_p": {"top_p": 0.8, "min_p": 0.02},
+    "all": {"top_k": 12, "top_p": 0.85, "min_p": 0.01},
+    "tiny top_p": {"top_p": 0.02},  # most rows miss every draw and take the exact floor
+}
+
+
+@pytest.mark.parametrize("name", list(FILTERS))
+def test_filters_sample_the_spec_distribution(name: str, gen: torch.Generator) -> None:
+    """Chi-square against softmax over the kept set of the spec (`logit_floor`), with ties at
+    the top and a grammar mask; no draw outside that set."""
+    vocab, n, temp = 64, 30_000, 0.9
     logits = torch.randn(1, vocab, generator=gen) * 2
-    t = torch.ones(n)
-    filters = {"top_k": torch.full((n,), 5, dtype=torch.int32),
-               "top_p": torch.full((n,), 0.7), "min_p": torch.full((n,), 0.05)}
-    for name, values in filters.items():
-        ids, _ = sample_cpu(logits.expand(n, vocab), t, torch.arange(n), torch.zeros(n).long(),
-                            **{name: values})
-        floor = logit_floor(logits, torch.ones(1, vocab, dtype=torch.bool), t[:1],
-                            **{name: values[:1]})
-        kept = logits[0] >= floor[0]
-        counts = torch.bincount(ids, minlength=vocab)
-        assert counts[~kept].sum() == 0, name
-        assert (counts[kept] > 0).all(), name  # every kept token shows up in 20k draws
+    logits[0, 10:13] = logits.max() + 0.5  # a three-way tie at the top
+    words = torch.randint(-(2**31), 2**31, (2, 2), generator=gen, dtype=torch.int64)
+    bitmask = (words[0] | words[1]).view(1, 2).to(torch.int32)
+    bitmask[0, 0] |= 0b1110000000000  # keep the tie allowed
+    allowed = allowed_mask_ref(1, vocab, bitmask, None, None, None)
+    dtypes = {"top_k": torch.int32}
+    values = {k: torch.full((n,), v, dtype=dtypes.get(k, torch.float32))
+              for k, v in FILTERS[name].items()}
+    ids, _ = sample_cpu(logits.expand(n, vocab), torch.full((n,), temp), torch.arange(n),
+                        torch.full((n,), 5), bitmask=bitmask.expand(n, -1), **values)
+    floor = logit_floor(logits, allowed, torch.full((1,), temp),
+                        **{k: v[:1] for k, v in values.items()})
+    kept = allowed[0] & (logits[0] >= floor[0])
+    probs = torch.softmax(torch.where(kept, logits[0] / temp, float("-inf")), 0).double()
+    counts = torch.bincount(ids, minlength=vocab).double()
+    assert counts[~kept].sum() == 0, name
+    expected = probs * n
+    keep = expected > 5
+    chi2 = float((((counts - expected) ** 2)[keep] / expected[keep]).sum())
+    dof = max(int(keep.sum()) - 1, 1)
+    assert chi2 < dof + 6 * math.sqrt(2 * dof), (name, chi2, dof)
+
+
+def test_sparse_floor_keeps_what_the_sorted_floor_keeps(gen: torch.Generator) -> None:
+    for scale in (0.05, 1.0, 4.0, 30.0):
+        for rows, vocab in ((16, 50), (8, 8064)):
+            x = torch.randn(rows, vocab, generator=gen) * scale
+            x[:, ::7] = float("-inf")
+            x[0, :] = float("-inf")
+            x[1, 3:9] = x[1].max() + 1  # ties at the top
+            t = torch.rand(rows, generator=gen) * 1.5
+            t[2] = 0
+            top_k = torch.randint(0, 60, (rows,), generator=gen).int()
+            top_p = torch.rand(rows, generator=gen).clamp(min=0.05)
+            top_p[3] = 1.0
+            min_p = torch.rand(rows, generator=gen) * 0.3
+            min_p[4] = 0
+            finite = x > float("-inf")
+            live = (x.max(1).values > float("-inf")) & (t > 0)
+            for combo in itertools.product((None, top_k), (None, top_p), (None, min_p)):
+                want = (x >= logit_floor(x, None, t, *combo)[:, None]) & finite
+                got = (x >= logit_floor_sparse(x, t, *combo)[:, None]) & finite
+                assert torch.equal(want[live], got[live]), (scale, vocab, combo)
 
 
 def test_a_row_depends_only_on_its_seed_and_step(gen: torch.Generator) -> None:
