@@ -127,23 +127,38 @@ def thinkgate_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "thinkgate.api.cli"]
 
 
-def launch(cmd: list[str], port: int, log: TextIO | int = subprocess.DEVNULL,
-           env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.Popen:
-    """Start a server in its own process group and wait until `/health` answers 200."""
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env=env if env is not None else dict(os.environ))
+def spawn(cmd: list[str], log: TextIO | int = subprocess.DEVNULL,
+          env: dict[str, str] | None = None, cwd: str | Path | None = None) -> subprocess.Popen:
+    """Start a server in a process group of its own (so `stop` reaches its engine processes)."""
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env=env if env is not None else dict(os.environ), cwd=cwd)
+
+
+def wait_ready(proc: subprocess.Popen, port: int, timeout: float = 180) -> None:
+    """Wait until the server on `port` answers `/health` with 200 (raise if it exits first)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{cmd[0]} exited during startup (code {proc.returncode})")
+            raise RuntimeError(f"{proc.args[0]} exited during startup (code {proc.returncode})")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return proc
+                return
         except httpx.HTTPError:
             pass
         time.sleep(0.5)
-    stop(proc)
-    raise RuntimeError(f"{' '.join(cmd[:4])} did not answer /health within {timeout:.0f} s")
+    raise RuntimeError(f"{proc.args[0]} did not answer /health within {timeout:.0f} s")
+
+
+def launch(cmd: list[str], port: int, log: TextIO | int = subprocess.DEVNULL,
+           env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.Popen:
+    """`spawn` + `wait_ready`; the server is stopped again if it never gets ready."""
+    proc = spawn(cmd, log, env)
+    try:
+        wait_ready(proc, port, timeout)
+    except BaseException:
+        stop(proc)
+        raise
+    return proc
 
 
 def stop(proc: subprocess.Popen, grace: float = 15) -> None:

@@ -9,7 +9,7 @@ stdin line:
 
 with one line `{"tokens": N, "seconds": S}` (the timed call; with `warmup`, an identical
 untimed call runs first). Every other byte the engine prints goes to stderr: the protocol has
-stdout to itself.
+stdout to itself. `OfflineClient` is the caller's side.
 
     python offline_worker.py --engine vllm --model DIR [--dtype bfloat16]
 """
@@ -19,10 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any
 
 Runner = Callable[[list[list[int]], float, int], int]
 
@@ -67,6 +70,53 @@ def serve_commands(run: Runner, inp: Any, out: Any) -> None:
         tokens = run(*args)
         out.write(json.dumps({"tokens": tokens, "seconds": time.perf_counter() - start}) + "\n")
         out.flush()
+
+
+class OfflineClient:
+    """A worker process (in a process group of its own) and its one-line-per-call protocol."""
+
+    def __init__(self, cmd: list[str], log: IO[str], env: dict[str, str] | None = None,
+                 cwd: str | None = None) -> None:
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=log, text=True, start_new_session=True, env=env,
+                                     cwd=cwd)
+
+    def _answer(self, timeout: float) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            code = self.proc.poll()
+            why = f"exited (code {code})" if code is not None else f"silent for {timeout:.0f} s"
+            raise RuntimeError(f"offline worker {self.proc.args[1:4]} {why}")
+        return json.loads(line)
+
+    def wait_ready(self, timeout: float = 600) -> None:
+        self._answer(timeout)
+
+    def run(self, prompts: list[list[int]], temperature: float, max_tokens: int,
+            warmup: bool, timeout: float = 600) -> dict[str, Any]:
+        """One timed `generate` (after an identical untimed one with `warmup`)."""
+        assert self.proc.stdin is not None
+        cmd = {"prompts": prompts, "temperature": temperature, "max_tokens": max_tokens,
+               "warmup": warmup}
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+        return self._answer(timeout)
+
+    def close(self) -> None:
+        """Close stdin (the worker's exit cue), then kill its process group if it lingers."""
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
 
 
 def main(argv: list[str] | None = None) -> None:
