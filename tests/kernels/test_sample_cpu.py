@@ -179,3 +179,44 @@ def test_sample_dispatches_cpu_tensors_to_the_cpu_path(monkeypatch: pytest.Monke
     ids, lp = sample_cpu(logits, sampling.temperature, sampling.seeds, sampling.steps,
                          logprobs=True)
     assert torch.equal(out.token_ids, ids) and torch.equal(out.logprobs, lp)
+
+
+def _route_mask(route: str, vocab: int, logits: torch.Tensor, gen: torch.Generator
+                ) -> torch.Tensor:
+    """A (1, W) bitmask that sends a row down `route` of `sample_grammar`."""
+    words = (vocab + 31) // 32
+    if route == "sparse":  # two non-zero words, random bits in them
+        mask = torch.zeros(1, words, dtype=torch.int64)
+        mask[0, [3, words - 2]] = torch.randint(1, 2**31, (2,), generator=gen)
+    elif route == "dense":  # ~6% banned, the maximum among them (misses happen)
+        banned = torch.rand(vocab, generator=gen) < 0.06
+        banned[int(logits.argmax())] = True
+        allowed = torch.nn.functional.pad(~banned, (0, 32 * words - vocab))
+        mask = (allowed.view(words, 32).long() << torch.arange(32)).sum(1)[None, :]
+    else:  # middle: about half the columns
+        mask = torch.randint(0, 2**32, (1, words), generator=gen)
+    return torch.where(mask >= 2**31, mask - 2**32, mask).to(torch.int32)
+
+
+@pytest.mark.parametrize("route", ["sparse", "dense", "middle"])
+def test_every_grammar_route_matches_the_spec(route: str, gen: torch.Generator,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("thinkgate.kernels.sample_cpu.GRAMMAR_ROUTES_FROM", 0)
+    vocab, rows = 2048, 6
+    logits = torch.randn(rows, vocab, generator=gen) * 2
+    bitmask = torch.cat([_route_mask(route, vocab, logits[r], gen) for r in range(rows)])
+    kw = dict(_rows(rows, gen, (0.0,)), bitmask=bitmask)
+    assert torch.equal(sample_cpu(logits, **kw)[0], sample_ref(logits, **kw)[0])
+    n, temp = 40_000, 1.3
+    one = logits[:1].expand(n, vocab)
+    ids, _ = sample_cpu(one, torch.full((n,), temp), torch.arange(n), torch.full((n,), 2),
+                        bitmask=bitmask[:1].expand(n, -1))
+    allowed = allowed_mask_ref(1, vocab, bitmask[:1], None, None, None)[0]
+    probs = torch.softmax(torch.where(allowed, logits[0] / temp, float("-inf")), 0).double()
+    counts = torch.bincount(ids, minlength=vocab).double()
+    assert counts[~allowed].sum() == 0
+    expected = probs * n
+    keep = expected > 5
+    chi2 = float((((counts - expected) ** 2)[keep] / expected[keep]).sum())
+    dof = max(int(keep.sum()) - 1, 1)
+    assert chi2 < dof + 6 * math.sqrt(2 * dof), (route, chi2, dof)
