@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from thinkgate.engine.kv_cache import AttentionMetadata, paged_attention
-from thinkgate.engine.models.packed_linear import PackedLinear, linear
+from thinkgate.engine.models.packed_linear import PackedLinear, linear, pack_linears
 from torch import nn
 
 ARCHITECTURES = (
@@ -211,9 +211,13 @@ class LlamaFamilyForCausalLM(nn.Module):
         return self.embed.weight if self.lm_head is None else self.lm_head.weight
 
     def prepare_inference(self) -> None:
-        """After the weights are final: pack the lm_head for oneDNN on a float32 CPU."""
+        """After the weights are final, on a CPU with oneDNN: pack the lm_head (float32 or
+        bf16) and, in bf16, every decoder projection (packed_linear.py has the numbers)."""
         weight = self._lm_head_weight()
         self.packed_lm_head = PackedLinear(weight) if PackedLinear.supported(weight) else None
+        if weight.dtype == torch.bfloat16:
+            for layer in self.layers:
+                pack_linears(layer, ("qkv", "o", "gate_up", "down"))
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits (N, V) float32 from final hidden states (N, hidden)."""
