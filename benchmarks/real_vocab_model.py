@@ -1,6 +1,6 @@
 """Build a randomly initialized Qwen3-shaped model on the real Qwen3 vocabulary (151,669 tokens).
 
-    python -m thinkgate.benchmarks.real_vocab_model OUT_DIR [--dtype bfloat16] [--seed 0]
+    python -m thinkgate.benchmarks.real_vocab_model OUT_DIR [--dtype float32] [--seed 0]
 
 Mask fill, bitmask apply and the lm_head cost what they cost on real Qwen3 models only at the
 real vocabulary, so the constrained-decoding benchmarks run on this model as well as on the demo
@@ -127,8 +127,8 @@ def main(argv: list[str] | None = None) -> Path:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path, help="folder to write (config, safetensors, tokenizer)")
     ap.add_argument("--tiktoken", type=Path, default=None, help="Qwen's qwen.tiktoken file")
-    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
-                    help="weights as stored (the demo model is float32; vLLM-CPU runs bf16)")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16",
+                    help="weights as stored (Qwen3 ships bf16; float32 like the demo model)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     start = time.perf_counter()

@@ -140,7 +140,7 @@ class DecoderLayer(nn.Module):
         self,
         x: torch.Tensor,  # (B, T, hidden)
         cos: torch.Tensor,  # (B, T, 1, head_dim)
-        sin: torch.Tensor,
+        sin: torch.Tensor,  # its first half negated
         meta: AttentionMetadata,
         k_cache: torch.Tensor,
         v_cache: torch.Tensor,
@@ -153,8 +153,8 @@ class DecoderLayer(nn.Module):
         if self.qk_norm is not None:
             qk = F.rms_norm(qk, (cfg.head_dim,), eps=cfg.rms_norm_eps) * self.qk_norm
         half = cfg.head_dim // 2
-        rotated = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
-        qk = qk * cos + rotated * sin
+        # rotate_half(x) * sin == cat(x2, x1) * cat(-sin1, sin2): the sign lives in the sin cache
+        qk = torch.addcmul(qk * cos, torch.cat((qk[..., half:], qk[..., :half]), dim=-1), sin)
         q, k = qk[:, :, : cfg.num_heads], qk[:, :, cfg.num_heads :]
         attn = paged_attention(q, k, v, k_cache, v_cache, meta)  # (B, T, H * D)
         x = x + self.o(attn)
@@ -180,14 +180,17 @@ class LlamaFamilyForCausalLM(nn.Module):
         self.packed_lm_head: PackedLinear | None = None
 
     def init_rope_cache(self, max_positions: int) -> None:
-        """Precompute cos/sin for positions [0, max_positions): one lookup per step after this."""
+        """Precompute cos/sin for positions [0, max_positions): one lookup per step after this;
+        the first half of sin is stored negated (rotate_half's sign)."""
         device = self.embed.weight.device
         positions = torch.arange(max_positions, device=device, dtype=torch.float32)
         freqs = positions.unsqueeze(1) * self.inv_freq.to(device)  # (P, D/2)
         emb = torch.cat((freqs, freqs), dim=-1)
         dtype = self.embed.weight.dtype
+        sin = emb.sin()
+        sin[:, : sin.shape[1] // 2].neg_()  # the sign of rotate_half (see DecoderLayer.forward)
         self.register_buffer("cos_cache", emb.cos().to(dtype), persistent=False)
-        self.register_buffer("sin_cache", emb.sin().to(dtype), persistent=False)
+        self.register_buffer("sin_cache", sin.to(dtype), persistent=False)
 
     def rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin (B, T, 1, D) at `positions` (B, T)."""
