@@ -114,5 +114,5 @@ def test_bf16_matches_transformers_in_bf16(tmp_path: Path, arch: str) -> None:
         assert got.token_ids == expected, prompt
         for step, entry in enumerate(got.logprobs):
             for tid, logprob in entry.items():
-                # bf16 keeps 8 bits of mantissa: logits of magnitude ~10 round by ~0.04
-                assert abs(logprob.logprob - ref[step, tid].item()) < 0.15, (prompt, step, tid)
+                # bf16 rounding (8-bit mantissa) moves these logprobs by up to ~0.016 here
+                assert abs(logprob.logprob - ref[step, tid].item()) < 0.05, (prompt, step, tid)
