@@ -1,14 +1,15 @@
 """`PackedLinear`: a CPU linear whose weight oneDNN has re-laid out once, at load.
 
 `F.linear` on CPU reads the (out, in) weight in its checkpoint layout on every call; oneDNN's
-pre-packed ("blocked") copy runs the matmul on its own kernels. Measured on AVX-512 (one thread,
-benchmarks/README.md "bf16 on CPU"):
+pre-packed ("blocked") copy runs the matmul on its own kernels. Measured on AVX-512 with
+AVX512-BF16/AMX, one thread (benchmarks/RESULTS.md, "bf16 on CPU"):
 
 - float32: the 8k- to 150k-wide lm_head is about 1.4x (batch 1) to 2x (batch 8-32) faster; the
-  decoder layers' small projections gain nothing at batch 1, so only the lm_head is packed.
-- bfloat16 (AVX512-BF16 / AMX): every projection is 1.5-2.5x faster packed than `F.linear` in
-  bf16, so the decoder layers' linears are replaced by packed ones too (the plain weights are
-  dropped: packing costs no extra memory there).
+  decoder layers' projections are slower packed at batch 1 (38 vs 31 ms per SmolLM2 step), so
+  only the lm_head is packed (its plain weight stays: it is the tied embedding, or small).
+- bfloat16: every projection is 1.4-2.3x faster packed than `F.linear` in bf16 (a whole
+  SmolLM2 step's projections: 21 vs 31 ms), so the decoder layers' linears are replaced by
+  packed ones too; their plain weights are dropped, so that costs no extra memory.
 """
 
 from __future__ import annotations
