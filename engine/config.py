@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -19,8 +20,39 @@ _DTYPES = {
 }
 
 
-def resolve_dtype(dtype: str | torch.dtype, config_dtype: str | None, device: str) -> torch.dtype:
-    """`auto` takes the checkpoint's dtype on GPU and float32 on CPU (faster for small models)."""
+def cpu_has_native_bf16() -> bool:
+    """True when this CPU runs bf16 matmuls natively (AVX512-BF16 or AMX) and oneDNN can use it.
+
+    Asks torch first (it reads CPUID), then /proc/cpuinfo's flags where torch has no probe.
+    """
+    if not torch.backends.mkldnn.is_available():
+        return False
+    mkldnn_bf16 = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    if mkldnn_bf16 is not None and not mkldnn_bf16():
+        return False
+    probes = [getattr(torch.cpu, name, None) for name in _BF16_PROBES]
+    if any(probe is not None for probe in probes):
+        return any(probe() for probe in probes if probe is not None)
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return bool(_BF16_FLAGS & set(cpuinfo.split()))
+
+
+_BF16_PROBES = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+_BF16_FLAGS = {"avx512_bf16", "amx_bf16"}
+
+
+def resolve_dtype(
+    dtype: str | torch.dtype,
+    checkpoint_dtype: str | None,
+    device: str,
+    native_bf16: bool | None = None,
+) -> torch.dtype:
+    """The dtype to compute in. An explicit `dtype` wins; `auto` takes the checkpoint's dtype on
+    GPU; on CPU a half-precision checkpoint (bf16 or fp16) runs in bf16 where the CPU has native
+    bf16 (`native_bf16`, probed when None) and in float32 elsewhere; float32 stays float32."""
     if isinstance(dtype, torch.dtype):
         if dtype not in (torch.float32, torch.bfloat16, torch.float16):
             raise ValueError(f"dtype {dtype} is not supported (float32, bfloat16, float16)")
@@ -29,9 +61,12 @@ def resolve_dtype(dtype: str | torch.dtype, config_dtype: str | None, device: st
         raise ValueError(f"dtype {dtype!r} is not supported; use one of {sorted(_DTYPES)}")
     if dtype != "auto":
         return _DTYPES[dtype]  # type: ignore[return-value]
-    if device == "cpu" or config_dtype is None:
-        return torch.float32
-    return _DTYPES.get(str(config_dtype).replace("torch.", ""), torch.float32) or torch.float32
+    stored = _DTYPES.get(str(checkpoint_dtype).replace("torch.", "")) or torch.float32
+    if device != "cpu" or stored == torch.float32:
+        return stored
+    if native_bf16 is None:
+        native_bf16 = cpu_has_native_bf16()
+    return torch.bfloat16 if native_bf16 else torch.float32
 
 
 @dataclass(frozen=True)

@@ -85,19 +85,37 @@ def _iter_safetensors(files: list[Path]) -> Iterator[tuple[str, torch.Tensor]]:
                 yield name, f.get_tensor(name)
 
 
+_SAFETENSORS_DTYPES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
+
+
+def _checkpoint_dtype(hf_config: dict[str, Any], files: list[Path]) -> str | None:
+    """config.json's dtype, else the dtype of the first floating tensor in the weights."""
+    declared = hf_config.get("torch_dtype") or hf_config.get("dtype")
+    if declared:
+        return str(declared)
+    with files[0].open("rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    for name, entry in header.items():
+        if name != "__metadata__" and entry.get("dtype") in _SAFETENSORS_DTYPES:
+            return _SAFETENSORS_DTYPES[entry["dtype"]]
+    return None
+
+
 def load_model(model: str | None, dtype: str | torch.dtype, device: str) -> LoadedModel:
     folder, gguf_file = resolve_model_path(model)
     if gguf_file is not None:
         return _load_gguf(folder, gguf_file, dtype, device)
     hf_config = json.loads((folder / "config.json").read_text())
-    torch_dtype = resolve_dtype(
-        dtype, hf_config.get("torch_dtype") or hf_config.get("dtype"), device
-    )
     arch_name = (hf_config.get("architectures") or [None])[0]
     if arch_name in ARCHITECTURES:
         arch = ArchConfig.from_hf(hf_config)
         files = _safetensors_files(folder)
+        torch_dtype = resolve_dtype(dtype, _checkpoint_dtype(hf_config, files), device)
+        logger.info("loading %s in %s on %s", folder, torch_dtype, device)
         return _load_native(folder, hf_config, arch, _iter_safetensors(files), torch_dtype, device)
+    torch_dtype = resolve_dtype(
+        dtype, hf_config.get("torch_dtype") or hf_config.get("dtype"), device
+    )
     return _load_fallback(folder, hf_config, torch_dtype, device)
 
 

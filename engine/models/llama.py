@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from thinkgate.engine.kv_cache import AttentionMetadata, paged_attention
-from thinkgate.engine.models.packed_linear import PackedLinear, linear
+from thinkgate.engine.models.packed_linear import PackedLinear, linear, pack_linears
 from torch import nn
 
 ARCHITECTURES = (
@@ -140,7 +140,7 @@ class DecoderLayer(nn.Module):
         self,
         x: torch.Tensor,  # (B, T, hidden)
         cos: torch.Tensor,  # (B, T, 1, head_dim)
-        sin: torch.Tensor,
+        sin: torch.Tensor,  # its first half negated
         meta: AttentionMetadata,
         k_cache: torch.Tensor,
         v_cache: torch.Tensor,
@@ -153,8 +153,8 @@ class DecoderLayer(nn.Module):
         if self.qk_norm is not None:
             qk = F.rms_norm(qk, (cfg.head_dim,), eps=cfg.rms_norm_eps) * self.qk_norm
         half = cfg.head_dim // 2
-        rotated = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
-        qk = qk * cos + rotated * sin
+        # rotate_half(x) * sin == cat(x2, x1) * cat(-sin1, sin2): the sign lives in the sin cache
+        qk = torch.addcmul(qk * cos, torch.cat((qk[..., half:], qk[..., :half]), dim=-1), sin)
         q, k = qk[:, :, : cfg.num_heads], qk[:, :, cfg.num_heads :]
         attn = paged_attention(q, k, v, k_cache, v_cache, meta)  # (B, T, H * D)
         x = x + self.o(attn)
@@ -180,14 +180,17 @@ class LlamaFamilyForCausalLM(nn.Module):
         self.packed_lm_head: PackedLinear | None = None
 
     def init_rope_cache(self, max_positions: int) -> None:
-        """Precompute cos/sin for positions [0, max_positions): one lookup per step after this."""
+        """Precompute cos/sin for positions [0, max_positions): one lookup per step after this;
+        the first half of sin is stored negated (rotate_half's sign)."""
         device = self.embed.weight.device
         positions = torch.arange(max_positions, device=device, dtype=torch.float32)
         freqs = positions.unsqueeze(1) * self.inv_freq.to(device)  # (P, D/2)
         emb = torch.cat((freqs, freqs), dim=-1)
         dtype = self.embed.weight.dtype
+        sin = emb.sin()
+        sin[:, : sin.shape[1] // 2].neg_()  # the sign of rotate_half (see DecoderLayer.forward)
         self.register_buffer("cos_cache", emb.cos().to(dtype), persistent=False)
-        self.register_buffer("sin_cache", emb.sin().to(dtype), persistent=False)
+        self.register_buffer("sin_cache", sin.to(dtype), persistent=False)
 
     def rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin (B, T, 1, D) at `positions` (B, T)."""
@@ -211,9 +214,13 @@ class LlamaFamilyForCausalLM(nn.Module):
         return self.embed.weight if self.lm_head is None else self.lm_head.weight
 
     def prepare_inference(self) -> None:
-        """After the weights are final: pack the lm_head for oneDNN on a float32 CPU."""
+        """After the weights are final, on a CPU with oneDNN: pack the lm_head (float32 or
+        bf16) and, in bf16, every decoder projection (packed_linear.py has the numbers)."""
         weight = self._lm_head_weight()
         self.packed_lm_head = PackedLinear(weight) if PackedLinear.supported(weight) else None
+        if weight.dtype == torch.bfloat16:
+            for layer in self.layers:
+                pack_linears(layer, ("qkv", "o", "gate_up", "down"))
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits (N, V) float32 from final hidden states (N, hidden)."""
