@@ -152,3 +152,24 @@ def test_bounded_json_strings_exclude_control_characters(grammar: Grammar) -> No
     assert matcher.accept_string('{"s": "ab')
     assert not matcher.accept_string("\x12")  # xgrammar alone accepts it (invalid JSON)
     assert matcher.accept_string('c"}')
+
+
+def test_the_worker_thread_fill_equals_the_inline_fill(demo_tokenizer: Any) -> None:
+    """CPU fills inline by default; the overlapped path (the GPU default) fills the same masks."""
+    vocab = -(-len(demo_tokenizer) // 64) * 64
+    made = [Grammar(demo_tokenizer, vocab, [demo_tokenizer.eos_token_id], max_num_seqs=4,
+                    overlap=overlap) for overlap in (None, True)]
+    try:
+        assert [g.overlap for g in made] == [False, True]
+        rows = [[g.new_request(SO(json=SCHEMA)), None, g.new_request(SO(regex="[a-c]+"))]
+                for g in made]
+        for token in demo_tokenizer.encode('{"', add_special_tokens=False):
+            masks = []
+            for g, r in zip(made, rows):
+                g.start_fill(r)
+                masks.append(g.finish_fill().clone())
+                r[0].accept(token)
+            assert torch.equal(masks[0], masks[1])
+    finally:
+        for g in made:
+            g.close()
