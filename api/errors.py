@@ -12,6 +12,7 @@ from http import HTTPStatus
 from typing import Any
 
 from pydantic import ValidationError
+from thinkgate.engine.errors import EngineDeadError
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +107,9 @@ def to_error(exc: BaseException) -> tuple[int, dict[str, Any]]:
     if isinstance(exc, json.JSONDecodeError):
         message = f"We could not parse the JSON body of your request: {exc}"
         return 400, error_body(message, "invalid_request_error", None, None)
+    if isinstance(exc, EngineDeadError):
+        return HTTPStatus.SERVICE_UNAVAILABLE, error_body(
+            f"The engine is not running: {exc}", "server_error", None, "engine_dead")
     if isinstance(exc, (ValueError, TypeError, KeyError)):
         param = getattr(exc, "param", None)
         message = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)

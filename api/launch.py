@@ -64,15 +64,23 @@ def chat_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
 
 
 def start_engine(ns: argparse.Namespace) -> Any:
-    """The async engine for these flags, with grammar-constrained decoding (its step loop runs
-    off the event loop)."""
-    from thinkgate.engine.async_engine import AsyncLLMEngine
+    """The async engine for these flags, with grammar-constrained decoding: by default its step
+    loop runs in a process of its own (`engine/engine_client.py`); `--engine-in-process` keeps it
+    on a thread of this process."""
     from thinkgate.engine.config import EngineConfig
+
+    config = EngineConfig(**engine_kwargs(ns))
+    if not getattr(ns, "engine_in_process", False):
+        from thinkgate.engine.engine_client import EngineProcessClient
+
+        plugins = tuple(p for p in (ns.reasoning_parser_plugin, ns.tool_parser_plugin) if p)
+        return EngineProcessClient(config, ns.reasoning_parser, plugins,
+                                   threads=getattr(ns, "engine_threads", None))
+    from thinkgate.engine.async_engine import AsyncLLMEngine
     from thinkgate.engine.constrained import ConstrainedDecoding
     from thinkgate.engine.llm_engine import LLMEngine
 
-    kwargs = engine_kwargs(ns)
-    llm_engine = LLMEngine(EngineConfig(**kwargs))
+    llm_engine = LLMEngine(config)
     llm_engine.structured_output = ConstrainedDecoding.for_engine(llm_engine,
                                                                   ns.reasoning_parser)
     return AsyncLLMEngine.from_engine(llm_engine)
@@ -98,8 +106,8 @@ def build_state(ns: argparse.Namespace, engine: Any | None = None) -> ServerStat
     metrics = ServerMetrics(config.served_model_names[0])
     chat = ChatLayer(engine.tokenizer, **chat_kwargs(ns))
     state = ServerState(engine=engine, config=config, metrics=metrics, chat=chat,
-                        max_model_len=engine.engine.max_model_len)
-    stats = getattr(engine.engine, "stats", None)
+                        max_model_len=engine.max_model_len)
+    stats = getattr(engine, "stats", None)
     if stats is not None:
         metrics.watch_engine(lambda: _engine_gauges(stats()))
     return state

@@ -78,6 +78,7 @@ def run_ray_batch(ns: argparse.Namespace, lines: list[tuple[int, str]]) -> None:
     num_replicas, gpus_each = _replicas(ray, ns.num_replicas)
     ns_vars = {k: v for k, v in vars(ns).items() if k not in ("func",)}
     ns_vars["ray"] = False
+    ns_vars["engine_in_process"] = True  # the actor is the replica's process
     progress = None
     if not ns.no_progress:
         from tqdm import tqdm

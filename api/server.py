@@ -26,6 +26,7 @@ from thinkgate.api.errors import APIError, error_body, to_error, unknown_model_e
 from thinkgate.api.generation import cancel_on_disconnect
 from thinkgate.api.metrics import ServerMetrics
 from thinkgate.api.protocol import DetokenizeRequest, TokenizeRequest
+from thinkgate.engine.errors import EngineDeadError
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +154,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     # Client errors get their own handlers: Starlette re-raises whatever reaches the catch-all
     # `Exception` handler (after answering), which would log a traceback and drop the connection.
-    for kind in (APIError, ValidationError, ValueError, TypeError, KeyError):
+    for kind in (APIError, ValidationError, ValueError, TypeError, KeyError, EngineDeadError):
         app.add_exception_handler(kind, _handle)
     app.add_exception_handler(Exception, _handle)
 

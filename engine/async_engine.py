@@ -22,15 +22,12 @@ from concurrent.futures import Future
 from typing import Any
 
 from thinkgate.engine.config import EngineConfig
+from thinkgate.engine.errors import EngineDeadError
 from thinkgate.engine.llm_engine import LLMEngine, PromptType
 from thinkgate.engine.outputs import RequestOutput
 from thinkgate.engine.sampling_params import SamplingParams
 
 logger = logging.getLogger(__name__)
-
-
-class EngineDeadError(RuntimeError):
-    """The step loop failed; the engine serves no more requests."""
 
 
 class AsyncLLMEngine:
@@ -51,6 +48,14 @@ class AsyncLLMEngine:
     @property
     def tokenizer(self) -> Any:
         return self.engine.tokenizer
+
+    @property
+    def max_model_len(self) -> int:
+        return self.engine.max_model_len
+
+    def stats(self) -> dict[str, Any]:
+        """Scheduler and KV-cache counters (read from another thread: a snapshot, not a lock)."""
+        return self.engine.stats()
 
     @property
     def is_running(self) -> bool:

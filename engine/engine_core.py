@@ -1,0 +1,125 @@
+"""The engine core process: the step loop alone in its process, talking over one pipe.
+
+    parent -> core   ("add", request_id, prompt, params) | ("abort", request_id) | ("shutdown",)
+    core -> parent   ("ready", info) | ("failed", error) at start, then
+                     ("out", [packed output, ...], stats)  one message per step with outputs
+                     ("reject", request_id, error, stats)  an add the engine refused
+                     ("stats", stats)                      after commands that changed nothing else
+                     ("dead", text)                        the step loop raised; the core exits
+
+A packed output is `(request_id, finished, [(index, text, token_ids, cumulative_logprob,
+logprobs, finish_reason, stop_reason), ...])`: only what the step added (DELTA outputs), never
+the prompt, so a message costs what the step produced. The core never waits for the parent
+while it has work: commands are read between steps (`poll(0)`), and an idle core blocks on the
+pipe. A closed pipe (the parent exited) ends the core.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import replace
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+CompletionTuple = tuple[int, str, list[int], float | None, Any, str | None, Any]
+PackedOutput = tuple[str, bool, list[CompletionTuple]]
+
+
+def pack(output: Any) -> PackedOutput:
+    """A RequestOutput's per-step part as plain tuples."""
+    return (output.request_id, output.finished,
+            [(c.index, c.text, c.token_ids, c.cumulative_logprob, c.logprobs, c.finish_reason,
+              c.stop_reason) for c in output.outputs])
+
+
+def run_engine_core(conn: Any, spec: dict[str, Any]) -> None:
+    """Process entry point: build the engine from `spec`, answer "ready", then run the loop.
+
+    Ctrl-C reaches the whole process group; the parent decides when the core stops (it sends
+    "shutdown", or its end closes the pipe), so the core ignores SIGINT."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(level=spec.get("log_level", logging.INFO),
+                        format="%(asctime)s %(levelname)s [engine-core] %(name)s: %(message)s")
+    try:
+        engine = _build(spec)
+    except BaseException as exc:  # the parent re-raises it (a bad model path is a ValueError)
+        conn.send(("failed", _portable(exc)))
+        return
+    conn.send(("ready", {"tokenizer": engine.tokenizer, "max_model_len": engine.max_model_len,
+                         "vocab_size": engine.vocab_size, "stats": engine.stats(),
+                         "pid": os.getpid()}))
+    try:
+        _loop(conn, engine)
+    except (EOFError, OSError, KeyboardInterrupt):  # the parent went away: nothing to report to
+        return
+    except BaseException as exc:
+        logger.exception("engine step loop failed")
+        try:
+            conn.send(("dead", f"{type(exc).__name__}: {exc}"))
+        except OSError:
+            pass
+        raise SystemExit(1) from exc
+
+
+def _build(spec: dict[str, Any]) -> Any:
+    import torch
+    from thinkgate.engine.constrained import ConstrainedDecoding
+    from thinkgate.engine.llm_engine import LLMEngine
+    from thinkgate.parsers import load_plugin
+
+    if spec.get("threads"):
+        torch.set_num_threads(int(spec["threads"]))
+    for path in spec.get("plugins", ()):
+        load_plugin(path)
+    engine = LLMEngine(spec["config"])
+    engine.structured_output = ConstrainedDecoding.for_engine(engine, spec.get("reasoning_parser"))
+    return engine
+
+
+def _loop(conn: Any, engine: Any) -> None:
+    from thinkgate.engine.sampling_params import RequestOutputKind
+
+    while True:
+        busy = engine.has_unfinished_requests()
+        if conn.poll(0 if busy else None):
+            changed = False
+            while True:
+                message = conn.recv()
+                kind = message[0]
+                if kind == "shutdown":
+                    return
+                if kind == "add":
+                    _, request_id, prompt, params = message
+                    try:
+                        params = replace(params, output_kind=RequestOutputKind.DELTA)
+                        engine.add_request(request_id, prompt, params)
+                    except Exception as exc:  # a bad request fails only its own caller
+                        conn.send(("reject", request_id, _portable(exc), engine.stats()))
+                elif kind == "abort":
+                    engine.abort_request(message[1])
+                    changed = True
+                if not conn.poll(0):
+                    break
+            if changed and not engine.has_unfinished_requests():
+                conn.send(("stats", engine.stats()))
+        if engine.has_unfinished_requests():
+            outputs = engine.step()
+            if outputs:
+                conn.send(("out", [pack(o) for o in outputs], engine.stats()))
+            elif not engine.has_unfinished_requests():
+                conn.send(("stats", engine.stats()))
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """`exc` if it survives pickling, else a RuntimeError with its text."""
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
