@@ -117,6 +117,9 @@ def _engine_gauges(stats: dict[str, Any]) -> dict[str, float]:
     out: dict[str, float] = {}
     if "num_waiting" in stats:
         out["num_waiting"] = float(stats["num_waiting"])
+    for key in ("num_steps", "num_step_seqs"):
+        if key in stats:
+            out[key] = float(stats[key])
     total, free = stats.get("num_kv_blocks"), stats.get("num_free_blocks")
     if total:
         out["kv_cache_usage"] = 1.0 - float(free) / float(total)

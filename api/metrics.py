@@ -56,6 +56,15 @@ class ServerMetrics:
             "thinkgate_kv_cache_usage_perc", "Fraction of KV-cache blocks in use (0..1)",
             ["model_name"], registry=self.registry,
         ).labels(**labels)
+        self.steps = Gauge(
+            "thinkgate_engine_steps", "Forward passes the engine has run (cumulative)",
+            ["model_name"], registry=self.registry,
+        ).labels(**labels)
+        self.step_seqs = Gauge(
+            "thinkgate_engine_step_sequences", "Sequences those passes carried, summed "
+            "(cumulative; divided by thinkgate_engine_steps: the mean batch)",
+            ["model_name"], registry=self.registry,
+        ).labels(**labels)
         self.rejected = Counter(
             "thinkgate_requests_rejected", "Requests refused with 429 (queue full)",
             ["model_name"], registry=self.registry,
@@ -86,6 +95,9 @@ class ServerMetrics:
                 self.waiting.set(stats["num_waiting"])
             if "kv_cache_usage" in stats:
                 self.kv_usage.set(stats["kv_cache_usage"])
+            if "num_steps" in stats:
+                self.steps.set(stats["num_steps"])
+                self.step_seqs.set(stats["num_step_seqs"])
         return generate_latest(self.registry)
 
     def finish(self, reason: str | None) -> None:

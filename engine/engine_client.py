@@ -8,9 +8,10 @@
 Same surface as `AsyncLLMEngine` (generate / abort / tokenizer / max_model_len / stats /
 is_running / shutdown), so the API layer does not know which it has. The core process
 (`engine_core.py`) owns the model, the KV cache, the grammars and the detokenizer, so HTTP,
-JSON and parsing in this process never take the step loop's time (nor its GIL). One reader
-thread here receives a message per engine step and hands each event loop its outputs in one
-call. When the core dies (it raised, or it was killed), every open stream raises
+JSON and parsing in this process never take the step loop's time (nor its GIL). The pipe is
+read by the event loop itself (`add_reader`, bound to the loop of the latest `generate` call):
+a reader thread would wait up to the interpreter's switch interval (5 ms) for the GIL after
+every read while the loop is busy, and the core would stall on a full pipe. When the core dies (it raised, or it was killed), every open stream raises
 `EngineDeadError`, `is_running` turns False and new requests raise `EngineDeadError` at once.
 """
 
@@ -55,9 +56,7 @@ class EngineProcessClient:
         self._send_lock = threading.Lock()
         self._error: str | None = None
         self._stopped = False
-        self._reader = threading.Thread(target=self._read, name="thinkgate-engine-reader",
-                                        daemon=True)
-        self._reader.start()
+        self._reader_loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def pid(self) -> int | None:
@@ -82,7 +81,10 @@ class EngineProcessClient:
         if request_id in self._streams:
             raise ValueError(f"request_id {request_id!r} is already running")
         stream: asyncio.Queue[Any] = asyncio.Queue()
-        self._streams[request_id] = (asyncio.get_running_loop(), stream)
+        loop = asyncio.get_running_loop()
+        if loop is not self._reader_loop:
+            self._bind(loop)
+        self._streams[request_id] = (loop, stream)
         kind = params.output_kind
         self._send(("add", request_id, prompt, params))
         view = _OutputView(request_id, prompt, kind)
@@ -111,6 +113,7 @@ class EngineProcessClient:
         if self._stopped:
             return
         self._stopped = True
+        self._unbind()
         try:
             self._send(("shutdown",))
         except (OSError, EngineDeadError):
@@ -154,62 +157,91 @@ class EngineProcessClient:
             except EngineDeadError:
                 pass
 
-    def _read(self) -> None:
-        reason = "the engine core process exited"
+    def _bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Read the pipe on `loop` from now on (a new asyncio.run, a test's fresh loop)."""
+        self._unbind()
+        loop.add_reader(self._conn.fileno(), self._on_readable)
+        self._reader_loop = loop
+
+    def _unbind(self) -> None:
+        old, self._reader_loop = self._reader_loop, None
+        if old is None or old.is_closed():
+            return
         try:
-            while True:
-                message = self._conn.recv()
-                kind = message[0]
-                if kind == "out":
-                    self._stats = message[2]
-                    self._dispatch(message[1])
-                elif kind == "reject":
-                    self._stats = message[3]
-                    target = self._streams.pop(message[1], None)
-                    if target is not None:
-                        target[0].call_soon_threadsafe(target[1].put_nowait, message[2])
-                elif kind == "stats":
-                    self._stats = message[1]
-                elif kind == "dead":
-                    reason = f"the engine step loop failed: {message[1]}"
-        except (EOFError, OSError):
+            if old.is_running() and old is not _running_loop():
+                old.call_soon_threadsafe(old.remove_reader, self._conn.fileno())
+            else:
+                old.remove_reader(self._conn.fileno())
+        except (RuntimeError, OSError, ValueError):  # closed meanwhile
             pass
-        self._die(reason)
+
+    def _on_readable(self) -> None:
+        """Everything the core has sent so far, handled in order."""
+        try:
+            while self._conn.poll(0):
+                self._handle(self._conn.recv())
+        except (EOFError, OSError):
+            self._unbind()
+            self._die(self._death_reason or "the engine core process exited")
+
+    _death_reason: str | None = None
+
+    def _handle(self, message: tuple[Any, ...]) -> None:
+        kind = message[0]
+        if kind == "out":
+            self._stats = message[2]
+            self._dispatch(message[1])
+        elif kind == "many":
+            for inner in message[1]:
+                self._handle(inner)
+        elif kind == "reject":
+            self._stats = message[3]
+            target = self._streams.pop(message[1], None)
+            if target is not None:
+                _put(target, message[2])
+        elif kind == "stats":
+            self._stats = message[1]
+        elif kind == "dead":
+            self._death_reason = f"the engine step loop failed: {message[1]}"
 
     def _dispatch(self, packed: list[PackedOutput]) -> None:
-        """Hand every event loop its outputs of this step in one thread-safe call."""
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Any, PackedOutput]]] = {}
         for item in packed:
             target = self._streams.get(item[0])
             if target is None:
                 continue  # aborted here while the step ran
             if item[1]:
                 del self._streams[item[0]]
-            by_loop.setdefault(target[0], []).append((target[1], item))
-        for loop, items in by_loop.items():
-            try:
-                loop.call_soon_threadsafe(_deliver, items)
-            except RuntimeError:  # that event loop closed
-                pass
+            _put(target, item)
 
     def _die(self, reason: str) -> None:
-        if self._stopped:
+        if self._stopped or self._error is not None:
             return
-        self.process.join(2)
+        self.process.join(0.5)  # a killed core is gone already; this reads its exit code
         code = self.process.exitcode
         self._error = reason if code in (None, 0, 1) else f"{reason} (exit code {code})"
         logger.error("engine core: %s", self._error)
         streams, self._streams = self._streams, {}
-        for loop, stream in streams.values():
-            try:
-                loop.call_soon_threadsafe(stream.put_nowait, EngineDeadError(self._error))
-            except RuntimeError:
-                pass
+        for target in streams.values():
+            _put(target, EngineDeadError(self._error))
 
 
-def _deliver(items: list[tuple[Any, PackedOutput]]) -> None:
-    for stream, item in items:
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _put(target: _Stream, item: Any) -> None:
+    """Queue `item` on a stream, from its own loop directly or from elsewhere thread-safely."""
+    loop, stream = target
+    if loop is _running_loop():
         stream.put_nowait(item)
+        return
+    try:
+        loop.call_soon_threadsafe(stream.put_nowait, item)
+    except RuntimeError:  # that event loop closed
+        pass
 
 
 class _OutputView:

@@ -6,18 +6,23 @@
                      ("reject", request_id, error, stats)  an add the engine refused
                      ("stats", stats)                      after commands that changed nothing else
                      ("dead", text)                        the step loop raised; the core exits
+                     ("many", [message, ...])               several of the above, in order
 
 A packed output is `(request_id, finished, [(index, text, token_ids, cumulative_logprob,
 logprobs, finish_reason, stop_reason), ...])`: only what the step added (DELTA outputs), never
 the prompt, so a message costs what the step produced. The core never waits for the parent
-while it has work: commands are read between steps (`poll(0)`), and an idle core blocks on the
-pipe. A closed pipe (the parent exited) ends the core.
+while it has work: commands are read between steps (`poll(0)`), and messages leave through a
+sender thread, which sends whatever queued up while the pipe was busy as one "many" message
+(a slow reader gets fewer, larger messages; the step loop never blocks on it). An idle core
+blocks on the pipe; a closed pipe (the parent exited) ends the core.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import queue
+import threading
 from dataclasses import replace
 from typing import Any
 
@@ -52,17 +57,54 @@ def run_engine_core(conn: Any, spec: dict[str, Any]) -> None:
     conn.send(("ready", {"tokenizer": engine.tokenizer, "max_model_len": engine.max_model_len,
                          "vocab_size": engine.vocab_size, "stats": engine.stats(),
                          "pid": os.getpid()}))
+    sender = _Sender(conn)
     try:
-        _loop(conn, engine)
+        _loop(conn, engine, sender.send)
     except (EOFError, OSError, KeyboardInterrupt):  # the parent went away: nothing to report to
         return
     except BaseException as exc:
         logger.exception("engine step loop failed")
-        try:
-            conn.send(("dead", f"{type(exc).__name__}: {exc}"))
-        except OSError:
-            pass
+        sender.send(("dead", f"{type(exc).__name__}: {exc}"))
+        sender.close()
         raise SystemExit(1) from exc
+    sender.close()
+
+
+class _Sender:
+    """Sends the core's messages from a thread of its own, batching what queued up."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="engine-core-sender", daemon=True)
+        self._thread.start()
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        self._queue.put(message)
+
+    def close(self, timeout: float = 5.0) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            while True:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            done = batch[-1] is None
+            batch = [m for m in batch if m is not None]
+            try:
+                if len(batch) == 1:
+                    self._conn.send(batch[0])
+                elif batch:
+                    self._conn.send(("many", batch))
+            except OSError:  # the parent went away
+                return
+            if done:
+                return
 
 
 def _build(spec: dict[str, Any]) -> Any:
@@ -95,7 +137,7 @@ def default_core_threads() -> int:
     return max(1, available - 1)
 
 
-def _loop(conn: Any, engine: Any) -> None:
+def _loop(conn: Any, engine: Any, send: Any) -> None:
     from thinkgate.engine.sampling_params import RequestOutputKind
 
     while True:
@@ -113,20 +155,20 @@ def _loop(conn: Any, engine: Any) -> None:
                         params = replace(params, output_kind=RequestOutputKind.DELTA)
                         engine.add_request(request_id, prompt, params)
                     except Exception as exc:  # a bad request fails only its own caller
-                        conn.send(("reject", request_id, _portable(exc), engine.stats()))
+                        send(("reject", request_id, _portable(exc), engine.stats()))
                 elif kind == "abort":
                     engine.abort_request(message[1])
                     changed = True
                 if not conn.poll(0):
                     break
             if changed and not engine.has_unfinished_requests():
-                conn.send(("stats", engine.stats()))
+                send(("stats", engine.stats()))
         if engine.has_unfinished_requests():
             outputs = engine.step()
             if outputs:
-                conn.send(("out", [pack(o) for o in outputs], engine.stats()))
+                send(("out", [pack(o) for o in outputs], engine.stats()))
             elif not engine.has_unfinished_requests():
-                conn.send(("stats", engine.stats()))
+                send(("stats", engine.stats()))
 
 
 def _portable(exc: BaseException) -> BaseException:

@@ -79,6 +79,8 @@ class LLMEngine:
             structured_output = ConstrainedDecoding.for_engine(self, config.reasoning_parser)
         self.structured_output = structured_output
         self.requests: dict[str, Request] = {}
+        self.num_steps = 0  # forward passes run, and the sequences they carried in all
+        self.num_step_seqs = 0
         self._rng = random.Random(config.seed)
         self._backend = self.tokenizer.backend_tokenizer
 
@@ -222,6 +224,8 @@ class LLMEngine:
         if batch is None:
             return []
         self.runner.order(batch)
+        self.num_steps += 1
+        self.num_step_seqs += len(batch.seqs)
         fill = self.structured_output.start_fill(batch.seqs)
         logits = self.runner.forward(batch)
         sampled = self.sampler(logits, batch.seqs, self.structured_output.finish_fill(fill))
@@ -302,6 +306,8 @@ class LLMEngine:
             "num_waiting": len(self.scheduler.waiting),
             "num_running": len(self.scheduler.running),
             "num_preemptions": self.scheduler.num_preemptions,
+            "num_steps": self.num_steps,
+            "num_step_seqs": self.num_step_seqs,
         }
 
     def __repr__(self) -> str:
