@@ -65,6 +65,9 @@ def add_model_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     p.add_argument("--kv-cache-memory-bytes", type=int, default=None)
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--prefill-delay-steps", type=int, default=0,
+                   help="decode steps a few new requests may wait so that they are prefilled "
+                        "together while others decode (0: prefill each arrival at once)")
     p.add_argument("--engine-in-process", action="store_true",
                    help="run the engine's step loop on a thread of this process (default: the "
                         "engine core runs in a process of its own)")

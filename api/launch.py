@@ -50,6 +50,7 @@ def engine_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
         "kv_cache_memory_bytes": ns.kv_cache_memory_bytes,
         "gpu_memory_utilization": ns.gpu_memory_utilization,
         "trust_remote_code": ns.trust_remote_code,
+        "prefill_delay_steps": getattr(ns, "prefill_delay_steps", 0),
     }
 
 
@@ -118,7 +119,7 @@ def _engine_gauges(stats: dict[str, Any]) -> dict[str, float]:
     out: dict[str, float] = {}
     if "num_waiting" in stats:
         out["num_waiting"] = float(stats["num_waiting"])
-    for key in ("num_steps", "num_step_seqs"):
+    for key in ("num_steps", "num_decode_steps", "num_step_seqs"):
         if key in stats:
             out[key] = float(stats[key])
     total, free = stats.get("num_kv_blocks"), stats.get("num_free_blocks")

@@ -60,6 +60,10 @@ class ServerMetrics:
             "thinkgate_engine_steps", "Forward passes the engine has run (cumulative)",
             ["model_name"], registry=self.registry,
         ).labels(**labels)
+        self.decode_steps = Gauge(
+            "thinkgate_engine_decode_steps", "Of those, decode passes (the rest prefill)",
+            ["model_name"], registry=self.registry,
+        ).labels(**labels)
         self.step_seqs = Gauge(
             "thinkgate_engine_step_sequences", "Sequences those passes carried, summed "
             "(cumulative; divided by thinkgate_engine_steps: the mean batch)",
@@ -98,6 +102,7 @@ class ServerMetrics:
             if "num_steps" in stats:
                 self.steps.set(stats["num_steps"])
                 self.step_seqs.set(stats["num_step_seqs"])
+                self.decode_steps.set(stats.get("num_decode_steps", 0))
         return generate_latest(self.registry)
 
     def finish(self, reason: str | None) -> None:

@@ -88,6 +88,8 @@ class EngineConfig:
     kv_layout: str = "auto"  # "paged" | "contiguous" (CPU fast path) | "auto"
     trust_remote_code: bool = False
     reasoning_parser: str | None = None  # its end-of-thinking marker gates the grammar (issue 7)
+    # decode steps a few new arrivals may wait to be prefilled together (see scheduler.py)
+    prefill_delay_steps: int = 0
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES and not isinstance(self.dtype, torch.dtype):
@@ -113,6 +115,9 @@ class EngineConfig:
             raise ValueError(
                 f"kv_layout must be 'auto', 'paged' or 'contiguous', got {self.kv_layout!r}"
             )
+        if not isinstance(self.prefill_delay_steps, int) or self.prefill_delay_steps < 0:
+            raise ValueError(
+                f"prefill_delay_steps must be an int >= 0, got {self.prefill_delay_steps!r}")
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an int, got {self.seed!r}")
 

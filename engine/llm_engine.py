@@ -70,6 +70,7 @@ class LLMEngine:
         self.scheduler = Scheduler(
             self.block_manager, self.max_num_seqs, max_tokens, self.eos_token_ids,
             on_preempt=lambda seq: self.structured_output.preempt(seq),
+            prefill_delay_steps=config.prefill_delay_steps,
         )
         self.runner = ModelRunner(self.loaded, self.kv_cache, self.device)
         self.sampler = Sampler(self.vocab_size, self.eos_token_ids, self.device)
@@ -307,6 +308,7 @@ class LLMEngine:
             "num_running": len(self.scheduler.running),
             "num_preemptions": self.scheduler.num_preemptions,
             "num_steps": self.num_steps,
+            "num_decode_steps": self.scheduler.num_decode_steps,
             "num_step_seqs": self.num_step_seqs,
         }
 

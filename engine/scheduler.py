@@ -2,7 +2,12 @@
 
 Each step is either a prefill batch (new or preempted sequences, FIFO, within the limits on
 running sequences, tokens per step and free KV blocks) or a decode batch of every running
-sequence. When a decode step runs out of blocks, the most recently started sequence is
+sequence. With `prefill_delay_steps` > 0 (default 0), while sequences decode, a few new
+arrivals wait up to that many decode steps so that they are prefilled together (a server's
+clients arrive one by one, and a prefill step per arrival stalls every running row for a
+forward pass); a queue of at least a quarter of the running batch, an idle engine and
+preempted sequences are prefilled at once. Not on by default: on the loaded 2-core machine
+it has not yet shown a gain (the waiting rows' slots sit idle meanwhile). When a decode step runs out of blocks, the most recently started sequence is
 preempted by recompute: its blocks are freed and it goes back to the front of the waiting
 queue with all its tokens, to be prefilled again later (its outputs are kept).
 """
@@ -31,6 +36,7 @@ class Scheduler:
         max_num_batched_tokens: int,
         eos_token_ids: set[int],
         on_preempt: Callable[[Sequence], None] | None = None,
+        prefill_delay_steps: int = 0,
     ) -> None:
         self.block_manager = block_manager
         self.max_num_seqs = max_num_seqs
@@ -40,16 +46,31 @@ class Scheduler:
         self.running: deque[Sequence] = deque()
         self.num_preemptions = 0
         self.on_preempt = on_preempt  # per-sequence device state to give back (reasoning slots)
+        self.prefill_delay_steps = prefill_delay_steps
+        self.num_decode_steps = 0
 
     def add(self, seq: Sequence) -> None:
+        seq.waiting_since = self.num_decode_steps
         self.waiting.append(seq)
 
     def schedule(self) -> ScheduledBatch | None:
-        prefill = self._schedule_prefill()
-        if prefill:
-            return ScheduledBatch(prefill, is_prefill=True)
+        if self._prefill_due():
+            prefill = self._schedule_prefill()
+            if prefill:
+                return ScheduledBatch(prefill, is_prefill=True)
         decode = self._schedule_decode()
-        return ScheduledBatch(decode, is_prefill=False) if decode else None
+        if decode:
+            self.num_decode_steps += 1
+            return ScheduledBatch(decode, is_prefill=False)
+        prefill = self._schedule_prefill()
+        return ScheduledBatch(prefill, is_prefill=True) if prefill else None
+
+    def _prefill_due(self) -> bool:
+        if not self.waiting:
+            return False
+        if not self.running or len(self.waiting) * 4 >= len(self.running):
+            return True
+        return self.num_decode_steps - self.waiting[0].waiting_since >= self.prefill_delay_steps
 
     def _schedule_prefill(self) -> list[Sequence]:
         scheduled: list[Sequence] = []
@@ -92,6 +113,7 @@ class Scheduler:
         seq.status = SequenceStatus.WAITING
         seq.num_preemptions += 1
         self.num_preemptions += 1
+        seq.waiting_since = -(1 << 30)  # never delayed
         self.waiting.appendleft(seq)
 
     def postprocess(self, seqs: list[Sequence], token_ids: list[int]) -> list[Sequence]:

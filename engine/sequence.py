@@ -47,6 +47,7 @@ class Sequence:
         self.kv_row: int | None = None  # row in the contiguous KV layout (slot_cache.py)
         self.num_cached_tokens = 0  # tokens whose K/V are in the cache
         self.num_preemptions = 0
+        self.waiting_since = 0  # the scheduler's decode-step count when it joined the queue
         self.finish_reason: str | None = None
         self.stop_reason: int | str | None = None
         self.detokenizer = detokenizer

@@ -119,3 +119,32 @@ def test_paged_and_contiguous_layouts_agree(demo_dir: str) -> None:
         results[layout] = [o.outputs[0].token_ids for o in outs]
         assert llm.llm_engine.block_manager.num_free_blocks == llm.llm_engine.num_kv_blocks
     assert results["paged"] == results["contiguous"]
+
+
+def test_a_lone_arrival_waits_a_few_decode_steps_then_joins(demo_dir: str) -> None:
+    from thinkgate.engine.config import EngineConfig
+    from thinkgate.engine.llm_engine import LLMEngine
+
+    delay = 3
+    engine = LLMEngine(EngineConfig(model=demo_dir, prefill_delay_steps=delay))
+    for i in range(8):
+        engine.add_request(f"run{i}", f"prompt {i}", greedy(40))
+    engine.step()  # the idle engine prefills all 8 at once
+    assert not engine.scheduler.waiting and len(engine.scheduler.running) == 8
+    engine.add_request("late", "one more", greedy(4))
+    decodes_before = engine.scheduler.num_decode_steps
+    waited = 0
+    while engine.scheduler.waiting:
+        engine.step()
+        waited += 1
+    assert waited == delay + 1  # `delay` decode steps, then the prefill
+    assert engine.scheduler.num_decode_steps - decodes_before == delay
+    # a queue of a quarter of the running batch is prefilled at once
+    engine.add_request("late2", "again", greedy(4))
+    engine.add_request("late3", "and again", greedy(4))
+    engine.add_request("late4", "once more", greedy(4))
+    decodes_before = engine.scheduler.num_decode_steps
+    engine.step()
+    assert not engine.scheduler.waiting and engine.scheduler.num_decode_steps == decodes_before
+    while engine.has_unfinished_requests():
+        engine.step()
