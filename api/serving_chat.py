@@ -163,13 +163,15 @@ def _chunk(c: _Chat, index: int, delta: dict[str, Any], finish: str | None = Non
 
 async def _stream(c: _Chat, first: tuple[int, list[SampleDelta]] | None,
                   rest: AsyncIterator[tuple[int, list[SampleDelta]]]) -> AsyncIterator[str]:
+    """The SSE events of every engine output, one string per output (one socket write)."""
     streams: dict[int, Any] = {}
     item = first
     while item is not None:
+        events: list[str] = []
         for d in item[1]:
             if d.index not in streams:
                 streams[d.index] = c.state.chat.stream(c.prepared)
-                yield _chunk(c, d.index, {"role": "assistant", "content": ""})
+                events.append(_chunk(c, d.index, {"role": "assistant", "content": ""}))
             c.token_ids.setdefault(d.index, []).extend(d.token_ids)
             parser = streams[d.index]
             deltas = parser.feed(d.text, d.token_ids)
@@ -180,12 +182,14 @@ async def _stream(c: _Chat, first: tuple[int, list[SampleDelta]] | None,
             for delta in deltas:
                 delta = c.message_fields(delta)
                 if delta:
-                    yield _chunk(c, d.index, delta, logprobs=logprobs)
+                    events.append(_chunk(c, d.index, delta, logprobs=logprobs))
                     logprobs = None
             if logprobs is not None and logprobs["content"]:
-                yield _chunk(c, d.index, {}, logprobs=logprobs)
+                events.append(_chunk(c, d.index, {}, logprobs=logprobs))
             if d.finish_reason is not None:
-                yield _chunk(c, d.index, {}, finish=reason)
+                events.append(_chunk(c, d.index, {}, finish=reason))
+        if events:
+            yield "".join(events)
         item = await anext(rest, None)
     opts = c.req.stream_options
     if opts is not None and opts.include_usage:
