@@ -86,7 +86,11 @@ class EngineProcessClient:
             self._bind(loop)
         self._streams[request_id] = (loop, stream)
         kind = params.output_kind
-        self._send(("add", request_id, prompt, params))
+        try:
+            self._send(("add", request_id, prompt, params))
+        except BaseException:
+            self._streams.pop(request_id, None)
+            raise
         view = _OutputView(request_id, prompt, kind)
         finished = False
         try:
