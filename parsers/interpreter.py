@@ -125,6 +125,8 @@ class StreamParser:
         self._seg_empty = True
         self._last_was_marker = False
         self._pending_ws = ""
+        self._gap = False  # the next content after a call keeps the whitespace before it
+        self._open_ws = ""  # whitespace before the open section's marker
         self._head: str | None = "" if self._state == REASONING and fmt.reasoning_head else None
         self._prefix = fmt.content_prefix if fmt is not None else ""
         self._force = bool(fmt and fmt.force_content_kwarg and ckw.get(fmt.force_content_kwarg))
@@ -160,7 +162,7 @@ class StreamParser:
             self._events(self._section.finish())
             self._section = None
         self._flush_head()
-        if self._pending_ws and not self._last_was_marker:
+        if self._pending_ws and not self._last_was_marker and not self._gap:
             self._emit(self._seg_kind(), self._pending_ws)
         self._pending_ws = ""
         if self._force and not self._content_seen and self._num_calls == 0:
@@ -185,6 +187,9 @@ class StreamParser:
                     self._section_ws = None  # given back as text: the segment goes on
                 else:
                     self._boundary()
+                    # content on both sides of a call keeps one gap: `a: CALL b` -> `a: b`
+                    self._gap = self._content_seen and self._num_calls > self._section_calls
+                    self._pending_ws = self._open_ws if self._gap else ""
                 buf, pos = rest, 0
                 continue
             key = self._state if self._state == REASONING else self._content_key
@@ -224,14 +229,14 @@ class StreamParser:
             if self._p.reasoning.reasoning_head:
                 self._head = ""
         elif role == "tool":
-            self._section_ws, self._section_calls = ws, self._num_calls
+            self._section_ws, self._section_calls, self._open_ws = ws, self._num_calls, ws
             self._section = self._p.tool.open_section(marker, self._ctx)
             self._state = TOOL
         return end
 
     def _boundary(self) -> None:
         self._flush_head()
-        self._pending_ws = ""
+        self._pending_ws, self._gap = "", False
         self._strip_lead = True
         self._seg_empty = True
 
@@ -245,7 +250,10 @@ class StreamParser:
 
     def _segment_text(self, kind: str, text: str) -> None:
         if self._strip_lead:
-            text = text.lstrip()
+            body = text.lstrip()
+            if self._gap and kind == CONTENT and not self._pending_ws:
+                self._pending_ws = text[:len(text) - len(body)]
+            text = body
             if not text:
                 return
             self._strip_lead = False
@@ -266,7 +274,7 @@ class StreamParser:
             self._pending_ws += text
             return
         self._emit(kind, self._pending_ws + body)
-        self._pending_ws = text[len(body):]
+        self._pending_ws, self._gap = text[len(body):], False
 
     def _flush_head(self) -> None:
         if self._head:

@@ -54,12 +54,15 @@ class JsonArgsBody(Body):
 class JsonCallBody(Body):
     """One object naming a call: ``{"name": ..., "arguments": {...}}`` (keys by family).
 
-    ``single_key`` reads Apertus' ``{"NAME": {args}}`` instead.
+    ``single_key`` reads Apertus' ``{"NAME": {args}}`` instead. ``args_required``: an object
+    without an arguments key is not a call (Llama's ``{"name": "x"}`` stays text); the call
+    then starts at the arguments key, not at the name.
     """
 
     def __init__(self, single_key: bool = False, name_keys: tuple[str, ...] = NAME_KEYS,
-                 args_keys: tuple[str, ...] = ARGS_KEYS) -> None:
+                 args_keys: tuple[str, ...] = ARGS_KEYS, args_required: bool = False) -> None:
         self.single_key = single_key
+        self.args_required = args_required
         self.name_keys, self.args_keys = name_keys, args_keys
         self.state = "open"  # open, key, colon, value, comma, done
         self.key_buf = ""
@@ -142,6 +145,8 @@ class JsonCallBody(Body):
             self.role = "name"
         elif not self.single_key and key in self.args_keys and not self.args_done:
             self.role = "args"
+            if self.args_required and self.name is not None and not self.started:
+                return self._start()
         elif key in ID_KEYS:
             self.role = "id"
         else:
@@ -181,7 +186,8 @@ class JsonCallBody(Body):
             self.args_done = True
             if self.args_in_string:
                 return self._string_args()
-        if self.name is not None and not self.started and (self.args_done or role == "name"):
+        if self.name is not None and not self.started and (
+                self.args_done or (role == "name" and not self.args_required)):
             return self._start()
         return []
 
@@ -209,7 +215,7 @@ class JsonCallBody(Body):
 
     def _close(self) -> list[Event]:
         if not self.started:
-            if self.name is None:
+            if self.name is None or (self.args_required and not self.args_done):
                 self.failed = True
                 return []
             events = self._start()
@@ -235,8 +241,9 @@ class JsonListBody(Body):
     """``[call, call, ...]``: each element a call object read by ``item()``."""
 
     def __init__(self, single_key: bool = False, name_keys: tuple[str, ...] = NAME_KEYS,
-                 args_keys: tuple[str, ...] = ARGS_KEYS) -> None:
-        self.kw = {"single_key": single_key, "name_keys": name_keys, "args_keys": args_keys}
+                 args_keys: tuple[str, ...] = ARGS_KEYS, args_required: bool = False) -> None:
+        self.kw = {"single_key": single_key, "name_keys": name_keys, "args_keys": args_keys,
+                   "args_required": args_required}
         self.state = "open"  # open, item_or_close, item, comma
         self.item: JsonCallBody | None = None
 

@@ -230,9 +230,9 @@ class RegionReader:
         r = self.r
         stops = r.call_end + r.end + r.call_begin
         if r.body == "json_call":
-            return JsonCallBody(r.single_key, r.name_keys, r.args_keys)
+            return JsonCallBody(r.single_key, r.name_keys, r.args_keys, r.args_required)
         if r.body == "json_list":
-            return JsonListBody(r.single_key, r.name_keys, r.args_keys)
+            return JsonListBody(r.single_key, r.name_keys, r.args_keys, r.args_required)
         if r.body == "pythonic":
             return PythonicBody(stops)
         assert name is not None

@@ -48,6 +48,7 @@ class Region:
     single_key: bool = False           # {"NAME": {args}} objects (Apertus)
     name_keys: tuple[str, ...] = ("name", "tool_name", "function")
     args_keys: tuple[str, ...] = ("arguments", "parameters", "args", "tool_input")
+    args_required: bool = False        # a call object must have an arguments key (Llama JSON)
     list_alt: bool = False             # a JSON list may replace the header+body (pre-v11 Mistral)
     string_delim: str = ""             # gemma body: the string delimiter
     namespace: str = ""                # nested_xml body: the prefix of every tag
