@@ -7,8 +7,8 @@
 States: REASONING, CONTENT, TOOL (a `ToolSection` owns the text). Whitespace touching a marker is
 dropped (`<think>\\n..\\n</think>\\n\\nHi` gives reasoning `..` and content `Hi`); whitespace at
 the very start and end of the output is kept, and so is whitespace around a section that gives its
-text back as content. A tool format's `anchored_markers` open a section only at the start of the
-answer (before any content or call).
+text back as content; content on both sides of a call keeps one gap. A tool format's
+`anchored_markers` open a section only at the start of the answer (before any content or call).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ class Parser:
         self.tokenizer = tokenizer
         tool_starts = tool.start_markers if tool is not None else ()
         self._anchored = frozenset(tool.anchored_markers if tool is not None else ())
+        self._keep_ws = tool is not None and tool.keeps_whitespace
         r = reasoning
         self._roles: dict[str, dict[str, str]] = {REASONING: {}, "on": {}, "off": {}}
         for m in tool_starts:
@@ -127,6 +128,7 @@ class StreamParser:
         self._pending_ws = ""
         self._gap = False  # the next content after a call keeps the whitespace before it
         self._open_ws = ""  # whitespace before the open section's marker
+        self._gap_lead = ""  # whitespace after the last section, while `_gap`
         self._head: str | None = "" if self._state == REASONING and fmt.reasoning_head else None
         self._prefix = fmt.content_prefix if fmt is not None else ""
         self._force = bool(fmt and fmt.force_content_kwarg and ckw.get(fmt.force_content_kwarg))
@@ -188,8 +190,8 @@ class StreamParser:
                 else:
                     self._boundary()
                     # content on both sides of a call keeps one gap: `a: CALL b` -> `a: b`
-                    self._gap = self._content_seen and self._num_calls > self._section_calls
-                    self._pending_ws = self._open_ws if self._gap else ""
+                    called = self._num_calls > self._section_calls
+                    self._gap, self._gap_lead = called and self._content_seen, ""
                 buf, pos = rest, 0
                 continue
             key = self._state if self._state == REASONING else self._content_key
@@ -251,12 +253,14 @@ class StreamParser:
     def _segment_text(self, kind: str, text: str) -> None:
         if self._strip_lead:
             body = text.lstrip()
-            if self._gap and kind == CONTENT and not self._pending_ws:
-                self._pending_ws = text[:len(text) - len(body)]
+            if self._gap and kind == CONTENT:
+                self._gap_lead += text[:len(text) - len(body)]
             text = body
             if not text:
                 return
             self._strip_lead = False
+            if self._gap and kind == CONTENT:  # the whitespace before the call, else after it
+                self._pending_ws = self._open_ws or self._gap_lead
         self._last_was_marker = False
         if kind == REASONING and self._head is not None:
             text = self._head + text
@@ -309,6 +313,10 @@ class StreamParser:
             elif isinstance(ev, Reasoning):
                 self._emit(REASONING, ev.text)
             elif isinstance(ev, ToolStart):
+                if (self._p._keep_ws and self._section_ws and self._content_seen
+                        and self._num_calls == self._section_calls):
+                    self._emit(CONTENT, self._section_ws)
+                    self._open_ws = ""
                 self._pending_ws, self._section_ws, self._at_start = "", None, False
                 self._num_calls += 1
                 call_id = ev.id or "chatcmpl-tool-" + secrets.token_hex(8)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 
 from .events import ArgsDelta, Body, CallEnd, CallStart, Event
-from .scan import ValueScanner
+from .repair import json_completion
+from .scan import ValueScanner, split_on_markers
 
 NAME_KEYS = ("name", "tool_name", "function")
 ARGS_KEYS = ("arguments", "parameters", "args", "tool_input")
@@ -19,14 +20,38 @@ _WS = " \t\r\n"
 
 class JsonArgsBody(Body):
     """A bare JSON arguments value after a header that named the call. The call starts with
-    the value's first character; a body that does not start like JSON is not a call."""
+    the value's first character; a body that does not start like JSON is not a call.
 
-    def __init__(self, name: str, call_id: str | None = None) -> None:
+    ``stops`` (the region's call-end / end markers) end the value even mid-string: a call cut
+    short (`{"city": "Bei<|tool_call_end|>`) is closed there, its arguments completed to JSON."""
+
+    def __init__(self, name: str, call_id: str | None = None,
+                 stops: tuple[str, ...] = ()) -> None:
         self.scanner = ValueScanner()
         self.start = CallStart(name, call_id)
         self.any_args = False
+        self.stops = stops
+        self.held = ""
+        self.sent: list[str] = []  # argument text so far (kept only while a stop may cut it)
 
     def feed(self, text: str) -> tuple[list[Event], str | None]:
+        if not self.stops:
+            return self._scan(text)
+        before, marker, held = split_on_markers(self.held + text, self.stops)
+        self.held = "" if marker is not None else held
+        events, rest = self._scan(before)
+        if rest is not None:
+            return events, rest + (marker or "") + (held if marker is not None else self.held)
+        if marker is None:
+            return events, None
+        if not self.started:
+            self.failed = True
+            return events, marker + held
+        suffix = json_completion("".join(self.sent))
+        events += [ArgsDelta(suffix)] if suffix else []
+        return events + [CallEnd()], marker + held
+
+    def _scan(self, text: str) -> tuple[list[Event], str | None]:
         n = self.scanner.feed(text)
         if self.scanner.bad and not self.started:
             self.failed = True
@@ -39,11 +64,19 @@ class JsonArgsBody(Body):
                 events.append(self.start)
             self.any_args = True
             events.append(ArgsDelta(chunk))
+            if self.stops:
+                self.sent.append(chunk)
         if self.scanner.bad or self.scanner.done:
-            return events + [CallEnd()], text[n:]
+            self.held, held = "", self.held
+            return events + [CallEnd()], text[n:] + held
         return events, None
 
     def finish(self) -> list[Event]:
+        if self.held:
+            held, self.held = self.held, ""
+            events, _ = self._scan(held)
+            if events:
+                return events + self.finish()
         self.scanner.close_scalar()
         if not self.started:
             self.failed = True

@@ -74,6 +74,8 @@ class ToolSpec:
     extra_markers: tuple[str, ...] = ()  # inner/end markers that may be special tokens
     anchored: tuple[str, ...] = ()  # start markers that count only at the start of the answer
     ends_reasoning: bool = True
+    keep_ws: bool = False  # whitespace around a section stays in the content (vLLM's engine
+                           # parsers with strip_content_whitespace_with_tools off)
     grammar: str = "native"  # "native": structural tag in the format's syntax
     notes: str = ""
     aliases: tuple[str, ...] = field(default=())
