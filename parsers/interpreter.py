@@ -47,6 +47,8 @@ class Parser:
         tool_starts = tool.start_markers if tool is not None else ()
         self._anchored = frozenset(tool.anchored_markers if tool is not None else ())
         self._keep_ws = tool is not None and tool.keeps_whitespace
+        self._keep_rws = reasoning is not None and reasoning.keep_whitespace
+        self._partial_drop = reasoning.partial_marker_drop if reasoning is not None else 0
         r = reasoning
         self._roles: dict[str, dict[str, str]] = {REASONING: {}, "on": {}, "off": {}}
         for m in tool_starts:
@@ -164,7 +166,7 @@ class StreamParser:
             self._events(self._section.finish())
             self._section = None
         self._flush_head()
-        if self._pending_ws and not self._last_was_marker and not self._gap:
+        if self._pending_ws and (not self._last_was_marker or self._p._keep_rws) and not self._gap:
             self._emit(self._seg_kind(), self._pending_ws)
         self._pending_ws = ""
         if self._force and not self._content_seen and self._num_calls == 0:
@@ -200,6 +202,10 @@ class StreamParser:
             hit = markers.next_marker(buf, pos, final)
             if hit is None:
                 hold = 0 if final else markers.holdback(buf, pos)
+                if final and self._p._partial_drop:
+                    cut = markers.holdback(buf, pos)  # a marker cut off at the end: dropped
+                    if cut >= self._p._partial_drop:
+                        buf = buf[:len(buf) - cut]
                 self._text(buf[pos:len(buf) - hold])
                 buf, pos = buf[len(buf) - hold:], 0
                 break
@@ -218,9 +224,14 @@ class StreamParser:
         if role == "drop":
             # The text either side joins up: `a</think> b` -> `a b`, one run of whitespace kept.
             # At the start of a segment it is an opening (`<think>\n..`): strip like a boundary.
-            self._strip_lead = self._strip_lead or bool(self._pending_ws) or self._seg_empty
+            if not self._p._keep_rws:
+                self._strip_lead = self._strip_lead or bool(self._pending_ws) or self._seg_empty
             return end
+        keep = self._p._keep_rws and role in ("end", "implicit", "start")
+        if keep and self._pending_ws:
+            self._emit(self._seg_kind(), self._pending_ws)
         self._boundary()
+        self._strip_lead = not keep
         if role == "end":
             self._state = CONTENT
         elif role == "implicit":

@@ -67,6 +67,10 @@ class ReasoningFormat:
         reasoning with no content, the reasoning is repeated as content (see README).
     turn_markers: prompt markers that begin a turn; `is_reasoning_end` scans back only to one.
     patterns: variable markers (`<think:high>`), each keyed as start or end via `pattern_roles`.
+    keep_whitespace: whitespace next to the reasoning markers stays where it was (PLaMo 3:
+        `Reasoning. <end>` gives reasoning `Reasoning. `), as vLLM's parser keeps it.
+    partial_marker_drop: at the end of the output, a trailing prefix of a marker at least this
+        long is dropped (a marker cut off by the token limit); 0: kept as text.
     """
 
     name: str
@@ -83,6 +87,8 @@ class ReasoningFormat:
     turn_markers: tuple[str, ...] = ()
     patterns: tuple[PatternMarker, ...] = ()
     pattern_roles: tuple[str, ...] = ()
+    keep_whitespace: bool = False
+    partial_marker_drop: int = 0
     description: str = ""
 
     def __post_init__(self) -> None:

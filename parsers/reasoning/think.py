@@ -72,7 +72,9 @@ think("seed_oss", start=("<seed:think>",), end=("</seed:think>",),
       switch=kwarg_switch("enable_thinking"), implicit_end=("<seed:tool_call>",),
       description="ByteDance Seed-OSS")
 think("plamo3", start=("<|plamo:begin_think:plamo|>",), end=("<|plamo:end_think:plamo|>",),
-      switch=kwarg_switch("enable_thinking"),
+      switch=kwarg_switch("enable_thinking"), reopen=True, keep_whitespace=True,
+      content_drop=("<|plamo:end_think:plamo|>", "<|plamo:tag|>"),
+      partial_marker_drop=len("<|plamo:") + 2,
       implicit_end=("<|plamo:begin_tool_requests:plamo|>",), description="PLaMo 3")
 think("poolside_v1", content_drop=("</think>", "<assistant>", "</assistant>"),
       description="Poolside: `<think>` then an `<assistant>`-wrapped answer")

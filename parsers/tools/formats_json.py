@@ -76,13 +76,16 @@ SPECS = [
     ToolSpec("plamo3", (Region(
         ("<|plamo:begin_tool_requests:plamo|>",), "json_args",
         end=("<|plamo:end_tool_requests:plamo|>",),
-        call_begin=("<|plamo:begin_tool_request:plamo|>",),
+        # a request's own begin marker may be missing: the name marker then opens the call
+        call_begin=("<|plamo:begin_tool_request:plamo|>", "<|plamo:begin_tool_name:plamo|>"),
         call_end=("<|plamo:end_tool_request:plamo|>",),
         header=Header(name_end=("<|plamo:end_tool_name:plamo|>",),
                       strip_prefixes=("<|plamo:begin_tool_name:plamo|>",),
                       skip_to="<|plamo:begin_tool_arguments:plamo|>",
                       render="<|plamo:begin_tool_name:plamo|>{name}"),
-        after_body=("<|plamo:end_tool_arguments:plamo|>",)),), "PFN PLaMo 3"),
+        optional_prefixes=("<|plamo:constrain|>json<|plamo:msg|>",),
+        after_body=("<|plamo:end_tool_arguments:plamo|>",)),), "PFN PLaMo 3",
+        extra_markers=("<|plamo:constrain|>", "<|plamo:msg|>"), keep_ws=True),
     ToolSpec("openai", (Region(
         ("<|start|>assistant<|channel|>commentary to=functions.",
          "<|channel|>commentary to=functions.", "to=functions."), "json_args",
