@@ -34,6 +34,7 @@ from thinkgate.parsers.types import (
 )
 
 REASONING, CONTENT, TOOL = "reasoning", "content", "tool"
+DISCARD = "discard"  # a channel whose text is dropped (Muse's `to=developer` messages)
 
 
 class Parser:
@@ -64,6 +65,8 @@ class Parser:
                 rr[m] = "end"
             for m in r.content_drop:
                 con.setdefault(m, "drop")
+            for m in r.discard:
+                rr[m] = con[m] = "discard"
             if r.reopens:
                 for m in r.start:
                     con[m] = "start"
@@ -73,12 +76,17 @@ class Parser:
                     con[p.key] = "start"
                 elif role == "end":
                     con.setdefault(p.key, "drop")
+            # a discarded channel ends where content would resume or another channel starts
+            after = {"drop": "end", "start": "start", "discard": "discard", "tool": "drop"}
+            self._roles[DISCARD] = {m: after[role] for m, role in con.items()}
         pats = r.patterns if r is not None else ()
         self._sets = {
             REASONING: MarkerSet(self._roles[REASONING], pats),
             "on": MarkerSet(self._roles["on"], pats),
             "off": MarkerSet(self._roles["off"]),
         }
+        if DISCARD in self._roles:
+            self._sets[DISCARD] = MarkerSet(self._roles[DISCARD], pats)
         # once the answer has started, anchored markers are plain text
         self._late_sets = {k: self._sets[k] if not self._anchored else MarkerSet(
             [m for m in self._roles[k] if m not in self._anchored], pats if k == "on" else ())
@@ -196,8 +204,8 @@ class StreamParser:
                     self._gap, self._gap_lead = called and self._content_seen, ""
                 buf, pos = rest, 0
                 continue
-            key = self._state if self._state == REASONING else self._content_key
-            sets = self._p._sets if self._at_start or key == REASONING else self._p._late_sets
+            key = self._state if self._state in (REASONING, DISCARD) else self._content_key
+            sets = self._p._sets if self._at_start or key in (REASONING, DISCARD) else self._p._late_sets
             markers = sets[key]
             hit = markers.next_marker(buf, pos, final)
             if hit is None:
@@ -227,13 +235,15 @@ class StreamParser:
             if not self._p._keep_rws:
                 self._strip_lead = self._strip_lead or bool(self._pending_ws) or self._seg_empty
             return end
-        keep = self._p._keep_rws and role in ("end", "implicit", "start")
-        if keep and self._pending_ws:
+        keep = self._p._keep_rws and role in ("end", "implicit", "start", "discard")
+        if keep and self._pending_ws and not self._seg_empty and self._state != DISCARD:
             self._emit(self._seg_kind(), self._pending_ws)
         self._boundary()
         self._strip_lead = not keep
         if role == "end":
             self._state = CONTENT
+        elif role == "discard":
+            self._state = DISCARD
         elif role == "implicit":
             self._state = CONTENT
             return start  # the marker is read again, as content (usually a tool section)
@@ -258,7 +268,7 @@ class StreamParser:
         return REASONING if self._state == REASONING else CONTENT
 
     def _text(self, text: str) -> None:
-        if text:
+        if text and self._state != DISCARD:
             self._segment_text(self._seg_kind(), text)
 
     def _segment_text(self, kind: str, text: str) -> None:

@@ -67,6 +67,8 @@ class ReasoningFormat:
         reasoning with no content, the reasoning is repeated as content (see README).
     turn_markers: prompt markers that begin a turn; `is_reasoning_end` scans back only to one.
     patterns: variable markers (`<think:high>`), each keyed as start or end via `pattern_roles`.
+    discard: markers that open a channel whose text is dropped (Muse's `to=developer`); it ends
+        at an end marker or where another channel starts.
     keep_whitespace: whitespace next to the reasoning markers stays where it was (PLaMo 3:
         `Reasoning. <end>` gives reasoning `Reasoning. `), as vLLM's parser keeps it.
     partial_marker_drop: at the end of the output, a trailing prefix of a marker at least this
@@ -87,6 +89,7 @@ class ReasoningFormat:
     turn_markers: tuple[str, ...] = ()
     patterns: tuple[PatternMarker, ...] = ()
     pattern_roles: tuple[str, ...] = ()
+    discard: tuple[str, ...] = ()
     keep_whitespace: bool = False
     partial_marker_drop: int = 0
     description: str = ""

@@ -29,6 +29,16 @@ def _invoke(begin: str, end: str, call_begin: str, param: ParamSyntax, call_clos
                    params=param, call_close=call_close, render_args="xml"),)
 
 
+def _atem(decode: str) -> tuple[Region, ...]:
+    """Muse's ATEM calls: raw values (a string schema keeps them as written), JSON otherwise;
+    invoked in reasoning they are text (the reasoning parser's channels decide)."""
+    param = ParamSyntax("<atem:parameter name=", ">", "</atem:parameter>", trim_newline=False,
+                        decode=decode)
+    return (Region(("<atem:function_calls>",), "xml", end=("</atem:function_calls>",),
+                   call_begin=("<atem:invoke name=",), header=_FN, params=param,
+                   call_close="</atem:invoke>", render_args="xml", collapse_doubled=True),)
+
+
 def _dsml(begins: tuple[str, ...], ends: tuple[str, ...], space: str = "") -> tuple[Region, ...]:
     d = "<｜DSML｜" + space
     param = ParamSyntax(d + 'parameter name=', ">", "</｜DSML｜" + space + "parameter>",
@@ -76,18 +86,9 @@ SPECS = [
     ToolSpec("minicpm5", (Region(("<function name=",), "xml", header=_FN,
                                  params=ParamSyntax("<param name=", ">", "</param>", cdata=True),
                                  call_close="</function>", render_args="xml"),), "MiniCPM 5"),
-    ToolSpec("muse", _invoke("<atem:function_calls>", "</atem:function_calls>",
-                             "<atem:invoke name=", ParamSyntax(
-                                 "<atem:parameter name=", ">", "</atem:parameter>"),
-                             "</atem:invoke>"), "Muse Spark"),
-    ToolSpec("musespark1x", _invoke("<atem:function_calls>", "</atem:function_calls>",
-                                    "<atem:invoke name=", ParamSyntax(
-                                        "<atem:parameter name=", ">", "</atem:parameter>"),
-                                    "</atem:invoke>"), "Muse Spark 1.x"),
-    ToolSpec("muse_glimmer", _invoke("<atem:function_calls>", "</atem:function_calls>",
-                                     "<atem:invoke name=", ParamSyntax(
-                                         "<atem:parameter name=", ">", "</atem:parameter>"),
-                                     "</atem:invoke>"), "Muse Glimmer"),
+    ToolSpec("muse", _atem("json_unless_string"), "Muse Spark", ends_reasoning=False),
+    ToolSpec("musespark1x", _atem("json_unless_string"), "Muse Spark 1.x", ends_reasoning=False),
+    ToolSpec("muse_glimmer", _atem("json"), "Muse Glimmer", ends_reasoning=False),
     ToolSpec("minimax_m3", (Region(
         (_MM3 + "<tool_call>",), "nested_xml", end=(_MM3 + "</tool_call>",),
         call_begin=(_MM3 + "<invoke name=",), header=_FN, namespace=_MM3,

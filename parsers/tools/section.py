@@ -43,6 +43,16 @@ def _kimi_name(header: str) -> str:
     return head if colon and idx.strip().isdigit() else name
 
 
+def _collapse_doubled(name: str, tools: list[dict[str, Any]] | None) -> str:
+    """``NAME.NAME`` -> ``NAME`` when only the bare ``NAME`` is a registered tool."""
+    registered = {fn.get("name") for t in tools or () if isinstance(t, dict)
+                  for fn in [t.get("function", t)] if isinstance(fn, dict)}
+    head, dot, tail = name.partition(".")
+    if registered and name not in registered and dot and head == tail and head in registered:
+        return head
+    return name
+
+
 class RegionReader:
     def __init__(self, region: Region, marker: str, tools: Sequence[dict[str, Any]] | None):
         self.r = region
@@ -147,6 +157,8 @@ class RegionReader:
             self.name, self.call_id = text.strip("\"'").strip(), None
         if not self.name or len(self.name) > MAX_HEADER:
             return self._give_back(self.buf)
+        if self.r.collapse_doubled:
+            self.name = _collapse_doubled(self.name, self.tools)
         skip = h.skip_to and marker in h.name_end and marker != h.skip_to
         self.state = "skip" if skip else "pre_body"
         if skip and marker == h.id_marker:

@@ -54,6 +54,8 @@ class Region:
     namespace: str = ""                # nested_xml body: the prefix of every tag
     render_sep: str = ""               # what the renderer writes between calls of one region
     render_args: str = "json"          # json | xml | nested_xml | pythonic | gemma
+    collapse_doubled: bool = False     # `get_weather.get_weather` is the registered
+                                       # `get_weather` (Muse's rendering of bare names)
 
     def __post_init__(self) -> None:
         if self.body not in BODY_KINDS:

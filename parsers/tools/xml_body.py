@@ -11,7 +11,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .convert import convert_value, is_string_schema, parse_literal, property_schema
+from .convert import (
+    convert_value,
+    is_string_schema,
+    parse_literal,
+    property_schema,
+    schema_types,
+)
 from .events import ArgsDelta, Body, CallEnd, CallStart, Event
 from .scan import split_on_markers
 
@@ -27,6 +33,10 @@ class ParamSyntax:
     stream_strings: bool = True
     cdata: bool = False        # values may be wrapped in <![CDATA[...]]>
     close_tail: str = ""       # the close is a prefix ending here: "]<]minimax[>[</" ... ">"
+    decode: str = "schema"     # "schema": by the property's schema, no schema = string;
+                               # "json_unless_string": a string schema keeps the raw text,
+                               # anything else is JSON-decoded when it parses (Muse);
+                               # "json": JSON-decoded whenever it parses (Muse Glimmer)
 
 
 def parse_attrs(text: str) -> tuple[str, dict[str, str]]:
@@ -135,6 +145,9 @@ class XmlParamsBody(Body):
             self.streaming = False
         elif attr_type in ("true", "string"):
             self.streaming = self.syn.stream_strings and not self.syn.cdata
+        elif self.syn.decode != "schema":
+            self.streaming = (self.syn.decode == "json_unless_string" and self.syn.stream_strings
+                              and schema_types(prop) == ["string"])
         else:
             self.streaming = (self.syn.stream_strings and not self.syn.cdata
                               and is_string_schema(prop))
@@ -180,9 +193,20 @@ class XmlParamsBody(Body):
             value = value if ok else raw
         elif attr_type in ("true", "string"):
             value = raw
+        elif self.syn.decode != "schema":
+            value = self._decode(raw, property_schema(self.schema, self.key))
         else:
             value = convert_value(raw, property_schema(self.schema, self.key))
         return [ArgsDelta(self._key_prefix() + json.dumps(value, ensure_ascii=False))]
+
+    def _decode(self, raw: str, prop: dict | None) -> object:
+        types = schema_types(prop)
+        if self.syn.decode == "json_unless_string" and types:
+            return raw if types == ["string"] else convert_value(raw, prop)
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
 
     def _close(self) -> list[Event]:
         return [ArgsDelta("}" if self.num_params else "{}"), CallEnd()]
