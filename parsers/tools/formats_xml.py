@@ -83,9 +83,12 @@ SPECS = [
         params=ParamSyntax("<steptml:parameter name=", ">", "</steptml:parameter>",
                            trim_newline=False),
         call_close="</steptml:invoke>", render_args="xml"),), "StepFun Step-3"),
-    ToolSpec("minicpm5", (Region(("<function name=",), "xml", header=_FN,
-                                 params=ParamSyntax("<param name=", ">", "</param>", cdata=True),
-                                 call_close="</function>", render_args="xml"),), "MiniCPM 5"),
+    # the tokenizer may spell the space as "\u0120" or drop it ("<functionname=")
+    ToolSpec("minicpm5", (Region(
+        ("<function name=", "<function\u0120name=", "<functionname="), "xml", header=_FN,
+        params=ParamSyntax("<param name=", ">", "</param>", cdata=True,
+                           open_alts=("<param\u0120name=", "<paramname=")),
+        call_close="</function>", render_args="xml", known_names=True),), "MiniCPM 5"),
     ToolSpec("muse", _atem("json_unless_string"), "Muse Spark", ends_reasoning=False),
     ToolSpec("musespark1x", _atem("json_unless_string"), "Muse Spark 1.x", ends_reasoning=False),
     ToolSpec("muse_glimmer", _atem("json"), "Muse Glimmer", ends_reasoning=False),

@@ -43,10 +43,14 @@ def _kimi_name(header: str) -> str:
     return head if colon and idx.strip().isdigit() else name
 
 
+def _registered(tools: list[dict[str, Any]] | None) -> set[str]:
+    return {fn.get("name") for t in tools or () if isinstance(t, dict)
+            for fn in [t.get("function", t)] if isinstance(fn, dict)}
+
+
 def _collapse_doubled(name: str, tools: list[dict[str, Any]] | None) -> str:
     """``NAME.NAME`` -> ``NAME`` when only the bare ``NAME`` is a registered tool."""
-    registered = {fn.get("name") for t in tools or () if isinstance(t, dict)
-                  for fn in [t.get("function", t)] if isinstance(fn, dict)}
+    registered = _registered(tools)
     head, dot, tail = name.partition(".")
     if registered and name not in registered and dot and head == tail and head in registered:
         return head
@@ -159,6 +163,9 @@ class RegionReader:
             return self._give_back(self.buf)
         if self.r.collapse_doubled:
             self.name = _collapse_doubled(self.name, self.tools)
+        if self.r.known_names and self.tools and self.raw is not None \
+                and self.name not in _registered(self.tools):
+            return self._give_back(self.buf)
         skip = h.skip_to and marker in h.name_end and marker != h.skip_to
         self.state = "skip" if skip else "pre_body"
         if skip and marker == h.id_marker:

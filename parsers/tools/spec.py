@@ -54,6 +54,7 @@ class Region:
     namespace: str = ""                # nested_xml body: the prefix of every tag
     render_sep: str = ""               # what the renderer writes between calls of one region
     render_args: str = "json"          # json | xml | nested_xml | pythonic | gemma
+    known_names: bool = False          # with tools given, a call naming none of them is text
     collapse_doubled: bool = False     # `get_weather.get_weather` is the registered
                                        # `get_weather` (Muse's rendering of bare names)
 
@@ -104,5 +105,5 @@ class ToolSpec:
                 out += [*r.header.name_end, r.header.skip_to]
             if r.params is not None:
                 p = r.params
-                out += [p.open, p.key_close, p.close, p.value_open]
+                out += [p.open, *p.open_alts, p.key_close, p.close, p.value_open]
         return tuple(dict.fromkeys(m for m in (*out, *self.extra_markers) if len(m) > 1))

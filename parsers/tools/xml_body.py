@@ -33,6 +33,7 @@ class ParamSyntax:
     stream_strings: bool = True
     cdata: bool = False        # values may be wrapped in <![CDATA[...]]>
     close_tail: str = ""       # the close is a prefix ending here: "]<]minimax[>[</" ... ">"
+    open_alts: tuple[str, ...] = ()  # other spellings of open (MiniCPM's "<param\u0120name=")
     decode: str = "schema"     # "schema": by the property's schema, no schema = string;
                                # "json_unless_string": a string schema keeps the raw text,
                                # anything else is JSON-decoded when it parses (Muse);
@@ -95,10 +96,11 @@ class XmlParamsBody(Body):
         while True:
             if self.state == "between":
                 ends = ((self.call_close,) if self.call_close else ()) + self.stops
-                before, marker, self.buf = split_on_markers(self.buf, (self.syn.open,) + ends)
+                opens = (self.syn.open, *self.syn.open_alts)
+                before, marker, self.buf = split_on_markers(self.buf, opens + ends)
                 if marker is None:
                     return events, None
-                if marker == self.syn.open:
+                if marker in opens:
                     self.state, self.key_text = "key", ""
                     continue
                 rest = self.buf if marker == self.call_close else marker + self.buf
