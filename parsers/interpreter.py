@@ -48,7 +48,8 @@ class Parser:
         tool_starts = tool.start_markers if tool is not None else ()
         self._anchored = frozenset(tool.anchored_markers if tool is not None else ())
         self._keep_ws = tool is not None and tool.keeps_whitespace
-        self._keep_rws = reasoning is not None and reasoning.keep_whitespace
+        self._keep_rws = reasoning is not None and reasoning.whitespace != "strip"
+        self._trim_rtail = reasoning is not None and reasoning.whitespace == "trail"
         self._partial_drop = reasoning.partial_marker_drop if reasoning is not None else 0
         r = reasoning
         self._roles: dict[str, dict[str, str]] = {REASONING: {}, "on": {}, "off": {}}
@@ -174,9 +175,12 @@ class StreamParser:
             self._events(self._section.finish())
             self._section = None
         self._flush_head()
-        if self._pending_ws and (not self._last_was_marker or self._p._keep_rws) and not self._gap:
+        if self._pending_ws and (not self._last_was_marker or self._p._keep_rws) and not self._gap \
+                and not (self._state == REASONING and self._p._trim_rtail):
             self._emit(self._seg_kind(), self._pending_ws)
         self._pending_ws = ""
+        if self._prefix and not self._content_seen and self._num_calls == 0:
+            self._emit(CONTENT, "")  # the content prefix alone (minimax_m2_append_think: `<think>`)
         if self._force and not self._content_seen and self._num_calls == 0:
             text = "".join(self._reasoning_parts).strip()
             if text:
@@ -236,7 +240,9 @@ class StreamParser:
                 self._strip_lead = self._strip_lead or bool(self._pending_ws) or self._seg_empty
             return end
         keep = self._p._keep_rws and role in ("end", "implicit", "start", "discard")
-        if keep and self._pending_ws and not self._seg_empty and self._state != DISCARD:
+        if keep and self._pending_ws and self._state != DISCARD and (
+                not self._seg_empty or self._state == REASONING) and not (
+                self._state == REASONING and self._p._trim_rtail):
             self._emit(self._seg_kind(), self._pending_ws)
         self._boundary()
         self._strip_lead = not keep

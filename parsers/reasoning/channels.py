@@ -42,7 +42,7 @@ def _muse(name: str, bare_is_reasoning: bool) -> ReasoningFormat:
     return ReasoningFormat(
         name=name, start=(*_headers("self"), *(bare if bare_is_reasoning else ())),
         end=_MUSE_ENDS, content_drop=_MUSE_ENDS + (() if bare_is_reasoning else bare),
-        discard=_headers("developer"), prefilled=False, reopen=True, keep_whitespace=True,
+        discard=_headers("developer"), prefilled=False, reopen=True, whitespace="keep",
         patterns=_TOOL_CHANNEL, pattern_roles=("end",) * len(_TOOL_CHANNEL),
         description="Muse Spark: channel messages; `to=self` (and a bare `<|message|>`) is "
                     "reasoning, `to=user`/`to=commentary` content, `to=developer` dropped, "
