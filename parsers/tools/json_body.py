@@ -153,7 +153,11 @@ class JsonCallBody(Body):
                 self.key_buf += text[i:i + k]
                 i += k
                 if self.key_scanner.done:
-                    events += self._start_value(json.loads(self.key_buf))
+                    try:
+                        key = json.loads(self.key_buf)
+                    except ValueError:  # a raw control character in the key: not JSON
+                        return self._fail(events, text[i:])
+                    events += self._start_value(key)
                     self.key_scanner = None
                     self.state = "colon"
                 continue

@@ -64,6 +64,9 @@ def test_anchored_marker_right_after_reasoning(how: str) -> None:
     ("hermes", "Checking. <tool_call>"),
     ("pythonic", "[1] ok"),
     ("qwen3_coder", "a <tool_call>\n<nope>\n</tool_call> b"),
+    # a raw control character in a JSON key is not JSON: text, not an exception
+    ("hermes", 'Sure <tool_call>{"na\tme": "f"}</tool_call> ok'),
+    ("llama3_json", 'x {"a\nb": 1} y'),
 ])
 def test_given_back_section_keeps_its_whitespace(tool: str, text: str, how: str) -> None:
     m, s = _run(tool, text, how)
