@@ -281,13 +281,21 @@ class JsonListBody(Body):
                  args_keys: tuple[str, ...] = ARGS_KEYS, args_required: bool = False) -> None:
         self.kw = {"single_key": single_key, "name_keys": name_keys, "args_keys": args_keys,
                    "args_required": args_required}
-        self.state = "open"  # open, item_or_close, item, comma
+        self.state = "open"  # open, item_or_close, item, comma, skip
         self.item: JsonCallBody | None = None
+        self.skip = ValueScanner()
 
     def feed(self, text: str) -> tuple[list[Event], str | None]:
         events: list[Event] = []
         i, n = 0, len(text)
         while i < n:
+            if self.state == "skip":
+                i += self.skip.feed(text[i:])
+                if self.skip.bad:
+                    return self._fail(events, text[i:])
+                if self.skip.done:
+                    self.state = "comma"
+                continue
             if self.state == "item":
                 assert self.item is not None
                 evs, rest = self.item.feed(text[i:])
@@ -317,6 +325,10 @@ class JsonListBody(Body):
             elif ch == "{" and self.state == "item_or_close":
                 self.item = JsonCallBody(**self.kw)
                 self.state = "item"
+                i -= 1
+            elif self.state == "item_or_close" and self.started:
+                # an entry that is not a call object (`"junk"`, `42`) after a call: skipped
+                self.skip, self.state = ValueScanner(), "skip"
                 i -= 1
             else:
                 return self._fail(events, text[i - 1:])

@@ -50,6 +50,8 @@ class Region:
     args_keys: tuple[str, ...] = ("arguments", "parameters", "args", "tool_input")
     args_required: bool = False        # a call object must have an arguments key (Llama JSON)
     list_alt: bool = False             # a JSON list may replace the header+body (pre-v11 Mistral)
+    bare_give_back: bool = False       # a region given back as text loses its start marker
+                                       # (Mistral's [TOOL_CALLS] is a control token)
     string_delim: str = ""             # gemma body: the string delimiter
     namespace: str = ""                # nested_xml body: the prefix of every tag
     render_sep: str = ""               # what the renderer writes between calls of one region

@@ -86,8 +86,10 @@ def cases(name: str) -> list[dict[str, Any]]:
                     "content": "Done.",
                     "tool_calls": [{"name": "get_weather", "arguments": weather}]})
     if len(marker) > 1:
+        bare = spec.regions[0].bare_give_back  # the marker is a control token: not text
         out.append({"name": "truncated_at_marker", "tools": TOOLS,
-                    "text": "Checking. " + marker, "content": "Checking. " + marker,
+                    "text": "Checking. " + marker,
+                    "content": "Checking." if bare else "Checking. " + marker,
                     "allow_markers": [m for m in spec.special_markers() if m in marker]})
     return out
 
