@@ -39,13 +39,20 @@ def _atem(decode: str) -> tuple[Region, ...]:
                    call_close="</atem:invoke>", render_args="xml", collapse_doubled=True),)
 
 
-def _dsml(begins: tuple[str, ...], ends: tuple[str, ...], space: str = "") -> tuple[Region, ...]:
+def _dsml(begins: tuple[str, ...], ends: tuple[str, ...], space: str = "",
+          bare_invoke: bool = False) -> tuple[Region, ...]:
     d = "<｜DSML｜" + space
     param = ParamSyntax(d + 'parameter name=', ">", "</｜DSML｜" + space + "parameter>",
-                        trim_newline=False)
-    return (Region(begins, "xml", end=ends, call_begin=(d + "invoke name=",), header=_FN,
-                   params=param, call_close="</｜DSML｜" + space + "invoke>",
-                   render_args="xml"),)
+                        trim_newline=False, unwrap="arguments")
+    close = "</｜DSML｜" + space + "invoke>"
+    section = Region(begins, "xml", end=ends, call_begin=(d + "invoke name=",), header=_FN,
+                     params=param, call_close=close, render_args="xml")
+    if not bare_invoke:
+        return (section,)
+    # the model may leave out the wrapper (DeepSeek-V4 at long context): an invoke alone is a
+    # call, and a wrapper end after it is consumed
+    return (section, Region((d + "invoke name=",), "xml", end=ends, header=_FN, params=param,
+                            call_close=close, render_args="xml"))
 
 
 def _glm(name_end: tuple[str, ...]) -> tuple[Region, ...]:
@@ -100,8 +107,8 @@ SPECS = [
     ToolSpec("deepseek_v32", _dsml(("<｜DSML｜function_calls>",), ("</｜DSML｜function_calls>",)),
              "DeepSeek-V3.2"),
     ToolSpec("deepseek_v4", _dsml(("<｜DSML｜tool_calls>", "<｜DSML｜function_calls>"),
-                                  ("</｜DSML｜tool_calls>", "</｜DSML｜function_calls>")),
-             "DeepSeek-V4"),
+                                  ("</｜DSML｜tool_calls>", "</｜DSML｜function_calls>"),
+                                  bare_invoke=True), "DeepSeek-V4", keep_ws=True),
     ToolSpec("deepseek_v41", _dsml(("<｜DSML｜ calls>",), ("</｜DSML｜ calls>",), space=" "),
              "DeepSeek-V4.1"),
     ToolSpec("kimi_k3", (Region(

@@ -33,6 +33,8 @@ class ParamSyntax:
     stream_strings: bool = True
     cdata: bool = False        # values may be wrapped in <![CDATA[...]]>
     close_tail: str = ""       # the close is a prefix ending here: "]<]minimax[>[</" ... ">"
+    unwrap: str = ""           # a first non-string parameter of this name, not in the schema,
+                               # whose value is an object, is the arguments themselves (DSML)
     open_alts: tuple[str, ...] = ()  # other spellings of open (MiniCPM's "<param\u0120name=")
     decode: str = "schema"     # "schema": by the property's schema, no schema = string;
                                # "json_unless_string": a string schema keeps the raw text,
@@ -199,6 +201,11 @@ class XmlParamsBody(Body):
             value = self._decode(raw, property_schema(self.schema, self.key))
         else:
             value = convert_value(raw, property_schema(self.schema, self.key))
+        if (self.syn.unwrap and self.key == self.syn.unwrap and self.num_params == 0
+                and isinstance(value, dict) and value and self.schema is not None
+                and self.key not in (self.schema.get("properties") or {})):
+            self.num_params = len(value)  # `{"arguments": {...}}` -> the inner object
+            return [ArgsDelta("{" + json.dumps(value, ensure_ascii=False)[1:-1])]
         return [ArgsDelta(self._key_prefix() + json.dumps(value, ensure_ascii=False))]
 
     def _decode(self, raw: str, prop: dict | None) -> object:
