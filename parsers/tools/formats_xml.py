@@ -10,6 +10,7 @@ NAMED_PARAM = ParamSyntax("<parameter name=", ">", "</parameter>")
 KV = ParamSyntax("<arg_key>", "</arg_key>", "</arg_value>", value_open="<arg_value>",
                  trim_newline=False)
 _FN = Header(name_end=(">",), render="{name}")
+_QFN = Header(name_end=(">",), render='"{name}"')  # `name="NAME">`, as the models write it
 
 
 def _qwen(trim: bool = True) -> tuple[Region, ...]:
@@ -25,7 +26,7 @@ def _qwen(trim: bool = True) -> tuple[Region, ...]:
 
 def _invoke(begin: str, end: str, call_begin: str, param: ParamSyntax, call_close: str
             ) -> tuple[Region, ...]:
-    return (Region((begin,), "xml", end=(end,), call_begin=(call_begin,), header=_FN,
+    return (Region((begin,), "xml", end=(end,), call_begin=(call_begin,), header=_QFN,
                    params=param, call_close=call_close, render_args="xml"),)
 
 
@@ -35,7 +36,7 @@ def _atem(decode: str) -> tuple[Region, ...]:
     param = ParamSyntax("<atem:parameter name=", ">", "</atem:parameter>", trim_newline=False,
                         decode=decode)
     return (Region(("<atem:function_calls>",), "xml", end=("</atem:function_calls>",),
-                   call_begin=("<atem:invoke name=",), header=_FN, params=param,
+                   call_begin=("<atem:invoke name=",), header=_QFN, params=param,
                    call_close="</atem:invoke>", render_args="xml", collapse_doubled=True),)
 
 
@@ -45,13 +46,13 @@ def _dsml(begins: tuple[str, ...], ends: tuple[str, ...], space: str = "",
     param = ParamSyntax(d + 'parameter name=', ">", "</｜DSML｜" + space + "parameter>",
                         trim_newline=False, unwrap="arguments")
     close = "</｜DSML｜" + space + "invoke>"
-    section = Region(begins, "xml", end=ends, call_begin=(d + "invoke name=",), header=_FN,
+    section = Region(begins, "xml", end=ends, call_begin=(d + "invoke name=",), header=_QFN,
                      params=param, call_close=close, render_args="xml")
     if not bare_invoke:
         return (section,)
     # the model may leave out the wrapper (DeepSeek-V4 at long context): an invoke alone is a
     # call, and a wrapper end after it is consumed
-    return (section, Region((d + "invoke name=",), "xml", end=ends, header=_FN, params=param,
+    return (section, Region((d + "invoke name=",), "xml", end=ends, header=_QFN, params=param,
                             call_close=close, render_args="xml"))
 
 
@@ -86,13 +87,13 @@ SPECS = [
     ToolSpec("step3", (Region(
         ("<｜tool_calls_begin｜>",), "xml", end=("<｜tool_calls_end｜>",),
         call_begin=("<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=",),
-        call_end=("<｜tool_call_end｜>",), header=_FN,
+        call_end=("<｜tool_call_end｜>",), header=_QFN,
         params=ParamSyntax("<steptml:parameter name=", ">", "</steptml:parameter>",
                            trim_newline=False),
         call_close="</steptml:invoke>", render_args="xml"),), "StepFun Step-3"),
     # the tokenizer may spell the space as "\u0120" or drop it ("<functionname=")
     ToolSpec("minicpm5", (Region(
-        ("<function name=", "<function\u0120name=", "<functionname="), "xml", header=_FN,
+        ("<function name=", "<function\u0120name=", "<functionname="), "xml", header=_QFN,
         params=ParamSyntax("<param name=", ">", "</param>", cdata=True,
                            open_alts=("<param\u0120name=", "<paramname=")),
         call_close="</function>", render_args="xml", known_names=True),), "MiniCPM 5"),
@@ -101,7 +102,7 @@ SPECS = [
     ToolSpec("muse_glimmer", _atem("json"), "Muse Glimmer", ends_reasoning=False),
     ToolSpec("minimax_m3", (Region(
         (_MM3 + "<tool_call>",), "nested_xml", end=(_MM3 + "</tool_call>",),
-        call_begin=(_MM3 + "<invoke name=",), header=_FN, namespace=_MM3,
+        call_begin=(_MM3 + "<invoke name=",), header=_QFN, namespace=_MM3,
         call_close=_MM3 + "</invoke>", render_args="nested_xml"),), "MiniMax-M3",
         extra_markers=(_MM3,)),
     ToolSpec("deepseek_v32", _dsml(("<｜DSML｜function_calls>",), ("</｜DSML｜function_calls>",)),
