@@ -92,7 +92,7 @@ def test_hermes_parallel_calls_content_and_finish_state() -> None:
     deltas = s.feed(text) + s.finish()
     check_delta_shape(deltas)
     m = collect(deltas)
-    assert m.content == "Sure."
+    assert m.content == "Sure.\n"  # vLLM's hermes keeps the text before the first call as written
     assert [c.name for c in m.tool_calls] == ["a", "b"]
     assert json.loads(m.tool_calls[1].arguments) == {"x": [1, "</tool"]}
     assert s.num_completed_calls == 2
