@@ -80,8 +80,10 @@ SPECS = [
                                  call_begin=("<function=",), header=_FN, params=QWEN_PARAM,
                                  call_close="</function>", render_args="xml"),),
              "ByteDance Seed-OSS"),
-    ToolSpec("minimax_m2", _invoke("<minimax:tool_call>", "</minimax:tool_call>",
-                                   "<invoke name=", NAMED_PARAM, "</invoke>"), "MiniMax-M2"),
+    # MiniMax writes values bare, and vLLM keeps a value's newlines: no newline framing
+    ToolSpec("minimax_m2", _invoke("<minimax:tool_call>", "</minimax:tool_call>", "<invoke name=",
+                                   ParamSyntax("<parameter name=", ">", "</parameter>",
+                                               trim_newline=False), "</invoke>"), "MiniMax-M2"),
     ToolSpec("dots", _invoke("<dots_function_call>", "</dots_function_call>", "<invoke name=",
                              NAMED_PARAM, "</invoke>"), "rednote dots.llm"),
     ToolSpec("step3", (Region(
@@ -94,7 +96,7 @@ SPECS = [
     # the tokenizer may spell the space as "\u0120" or drop it ("<functionname=")
     ToolSpec("minicpm5", (Region(
         ("<function name=", "<function\u0120name=", "<functionname="), "xml", header=_QFN,
-        params=ParamSyntax("<param name=", ">", "</param>", cdata=True,
+        params=ParamSyntax("<param name=", ">", "</param>", cdata=True, trim_newline=False,
                            open_alts=("<param\u0120name=", "<paramname=")),
         call_close="</function>", render_args="xml", known_names=True),), "MiniCPM 5"),
     ToolSpec("muse", _atem("json_unless_string"), "Muse Spark", ends_reasoning=False),
