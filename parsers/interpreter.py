@@ -4,11 +4,14 @@
 `Parser.stream()` makes a `StreamParser`, whose `feed` turns each delta into OpenAI delta dicts.
 `Parser.parse(text)` is `stream()` fed `text` once plus `finish()`, so the two cannot disagree.
 
-States: REASONING, CONTENT, TOOL (a `ToolSection` owns the text). Whitespace touching a marker is
-dropped (`<think>\\n..\\n</think>\\n\\nHi` gives reasoning `..` and content `Hi`); whitespace at
-the very start and end of the output is kept, and so is whitespace around a section that gives its
-text back as content; content on both sides of a call keeps one gap. A tool format's
-`anchored_markers` open a section only at the start of the answer (before any content or call).
+States: REASONING, CONTENT, TOOL (a `ToolSection` owns the text) and DISCARD (a dropped channel).
+Whitespace next to reasoning markers follows the reasoning format's `whitespace` ("strip": dropped,
+`<think>\\n..\\n</think>\\n\\nHi` gives reasoning `..` and content `Hi`; "keep": as written;
+"trail": as written but the end of the reasoning trimmed); a tool format with `keeps_whitespace`
+keeps the whitespace between content and its section. Whitespace at the very start and end of the
+output is kept, and so is whitespace around a section that gives its text back as content; content
+on both sides of a call keeps one gap. A tool format's `anchored_markers` open a section only at
+the start of the answer (before any content or call).
 """
 
 from __future__ import annotations
