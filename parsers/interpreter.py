@@ -4,11 +4,14 @@
 `Parser.stream()` makes a `StreamParser`, whose `feed` turns each delta into OpenAI delta dicts.
 `Parser.parse(text)` is `stream()` fed `text` once plus `finish()`, so the two cannot disagree.
 
-States: REASONING, CONTENT, TOOL (a `ToolSection` owns the text). Whitespace touching a marker is
-dropped (`<think>\\n..\\n</think>\\n\\nHi` gives reasoning `..` and content `Hi`); whitespace at
-the very start and end of the output is kept, and so is whitespace around a section that gives its
-text back as content. A tool format's `anchored_markers` open a section only at the start of the
-answer (before any content or call).
+States: REASONING, CONTENT, TOOL (a `ToolSection` owns the text) and DISCARD (a dropped channel).
+Whitespace next to reasoning markers follows the reasoning format's `whitespace` ("strip": dropped,
+`<think>\\n..\\n</think>\\n\\nHi` gives reasoning `..` and content `Hi`; "keep": as written;
+"trail": as written but the end of the reasoning trimmed); a tool format with `keeps_whitespace`
+keeps the whitespace between content and its section. Whitespace at the very start and end of the
+output is kept, and so is whitespace around a section that gives its text back as content; content
+on both sides of a call keeps one gap. A tool format's `anchored_markers` open a section only at
+the start of the answer (before any content or call).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from thinkgate.parsers.types import (
 )
 
 REASONING, CONTENT, TOOL = "reasoning", "content", "tool"
+DISCARD = "discard"  # a channel whose text is dropped (Muse's `to=developer` messages)
 
 
 class Parser:
@@ -46,6 +50,10 @@ class Parser:
         self.tokenizer = tokenizer
         tool_starts = tool.start_markers if tool is not None else ()
         self._anchored = frozenset(tool.anchored_markers if tool is not None else ())
+        self._keep_ws = tool is not None and tool.keeps_whitespace
+        self._keep_rws = reasoning is not None and reasoning.whitespace != "strip"
+        self._trim_rtail = reasoning is not None and reasoning.whitespace == "trail"
+        self._partial_drop = reasoning.partial_marker_drop if reasoning is not None else 0
         r = reasoning
         self._roles: dict[str, dict[str, str]] = {REASONING: {}, "on": {}, "off": {}}
         for m in tool_starts:
@@ -61,6 +69,8 @@ class Parser:
                 rr[m] = "end"
             for m in r.content_drop:
                 con.setdefault(m, "drop")
+            for m in r.discard:
+                rr[m] = con[m] = "discard"
             if r.reopens:
                 for m in r.start:
                     con[m] = "start"
@@ -70,12 +80,17 @@ class Parser:
                     con[p.key] = "start"
                 elif role == "end":
                     con.setdefault(p.key, "drop")
+            # a discarded channel ends where content would resume or another channel starts
+            after = {"drop": "end", "start": "start", "discard": "discard", "tool": "drop"}
+            self._roles[DISCARD] = {m: after[role] for m, role in con.items()}
         pats = r.patterns if r is not None else ()
         self._sets = {
             REASONING: MarkerSet(self._roles[REASONING], pats),
             "on": MarkerSet(self._roles["on"], pats),
             "off": MarkerSet(self._roles["off"]),
         }
+        if DISCARD in self._roles:
+            self._sets[DISCARD] = MarkerSet(self._roles[DISCARD], pats)
         # once the answer has started, anchored markers are plain text
         self._late_sets = {k: self._sets[k] if not self._anchored else MarkerSet(
             [m for m in self._roles[k] if m not in self._anchored], pats if k == "on" else ())
@@ -125,6 +140,9 @@ class StreamParser:
         self._seg_empty = True
         self._last_was_marker = False
         self._pending_ws = ""
+        self._gap = False  # the next content after a call keeps the whitespace before it
+        self._open_ws = ""  # whitespace before the open section's marker
+        self._gap_lead = ""  # whitespace after the last section, while `_gap`
         self._head: str | None = "" if self._state == REASONING and fmt.reasoning_head else None
         self._prefix = fmt.content_prefix if fmt is not None else ""
         self._force = bool(fmt and fmt.force_content_kwarg and ckw.get(fmt.force_content_kwarg))
@@ -160,9 +178,12 @@ class StreamParser:
             self._events(self._section.finish())
             self._section = None
         self._flush_head()
-        if self._pending_ws and not self._last_was_marker:
+        if self._pending_ws and (not self._last_was_marker or self._p._keep_rws) and not self._gap \
+                and not (self._state == REASONING and self._p._trim_rtail):
             self._emit(self._seg_kind(), self._pending_ws)
         self._pending_ws = ""
+        if self._prefix and not self._content_seen and self._num_calls == 0:
+            self._emit(CONTENT, "")  # the content prefix alone (minimax_m2_append_think: `<think>`)
         if self._force and not self._content_seen and self._num_calls == 0:
             text = "".join(self._reasoning_parts).strip()
             if text:
@@ -185,14 +206,21 @@ class StreamParser:
                     self._section_ws = None  # given back as text: the segment goes on
                 else:
                     self._boundary()
+                    # content on both sides of a call keeps one gap: `a: CALL b` -> `a: b`
+                    called = self._num_calls > self._section_calls
+                    self._gap, self._gap_lead = called and self._content_seen, ""
                 buf, pos = rest, 0
                 continue
-            key = self._state if self._state == REASONING else self._content_key
-            sets = self._p._sets if self._at_start or key == REASONING else self._p._late_sets
+            key = self._state if self._state in (REASONING, DISCARD) else self._content_key
+            sets = self._p._sets if self._at_start or key in (REASONING, DISCARD) else self._p._late_sets
             markers = sets[key]
             hit = markers.next_marker(buf, pos, final)
             if hit is None:
                 hold = 0 if final else markers.holdback(buf, pos)
+                if final and self._p._partial_drop:
+                    cut = markers.holdback(buf, pos)  # a marker cut off at the end: dropped
+                    if cut >= self._p._partial_drop:
+                        buf = buf[:len(buf) - cut]
                 self._text(buf[pos:len(buf) - hold])
                 buf, pos = buf[len(buf) - hold:], 0
                 break
@@ -211,11 +239,20 @@ class StreamParser:
         if role == "drop":
             # The text either side joins up: `a</think> b` -> `a b`, one run of whitespace kept.
             # At the start of a segment it is an opening (`<think>\n..`): strip like a boundary.
-            self._strip_lead = self._strip_lead or bool(self._pending_ws) or self._seg_empty
+            if not self._p._keep_rws:
+                self._strip_lead = self._strip_lead or bool(self._pending_ws) or self._seg_empty
             return end
+        keep = self._p._keep_rws and role in ("end", "implicit", "start", "discard")
+        if keep and self._pending_ws and self._state != DISCARD and (
+                not self._seg_empty or self._state == REASONING) and not (
+                self._state == REASONING and self._p._trim_rtail):
+            self._emit(self._seg_kind(), self._pending_ws)
         self._boundary()
+        self._strip_lead = not keep
         if role == "end":
             self._state = CONTENT
+        elif role == "discard":
+            self._state = DISCARD
         elif role == "implicit":
             self._state = CONTENT
             return start  # the marker is read again, as content (usually a tool section)
@@ -224,14 +261,14 @@ class StreamParser:
             if self._p.reasoning.reasoning_head:
                 self._head = ""
         elif role == "tool":
-            self._section_ws, self._section_calls = ws, self._num_calls
+            self._section_ws, self._section_calls, self._open_ws = ws, self._num_calls, ws
             self._section = self._p.tool.open_section(marker, self._ctx)
             self._state = TOOL
         return end
 
     def _boundary(self) -> None:
         self._flush_head()
-        self._pending_ws = ""
+        self._pending_ws, self._gap = "", False
         self._strip_lead = True
         self._seg_empty = True
 
@@ -240,15 +277,20 @@ class StreamParser:
         return REASONING if self._state == REASONING else CONTENT
 
     def _text(self, text: str) -> None:
-        if text:
+        if text and self._state != DISCARD:
             self._segment_text(self._seg_kind(), text)
 
     def _segment_text(self, kind: str, text: str) -> None:
         if self._strip_lead:
-            text = text.lstrip()
+            body = text.lstrip()
+            if self._gap and kind == CONTENT:
+                self._gap_lead += text[:len(text) - len(body)]
+            text = body
             if not text:
                 return
             self._strip_lead = False
+            if self._gap and kind == CONTENT:  # the whitespace before the call, else after it
+                self._pending_ws = self._open_ws or self._gap_lead
         self._last_was_marker = False
         if kind == REASONING and self._head is not None:
             text = self._head + text
@@ -266,7 +308,7 @@ class StreamParser:
             self._pending_ws += text
             return
         self._emit(kind, self._pending_ws + body)
-        self._pending_ws = text[len(body):]
+        self._pending_ws, self._gap = text[len(body):], False
 
     def _flush_head(self) -> None:
         if self._head:
@@ -301,6 +343,10 @@ class StreamParser:
             elif isinstance(ev, Reasoning):
                 self._emit(REASONING, ev.text)
             elif isinstance(ev, ToolStart):
+                if (self._p._keep_ws and self._section_ws and self._content_seen
+                        and self._num_calls == self._section_calls):
+                    self._emit(CONTENT, self._section_ws)
+                    self._open_ws = ""
                 self._pending_ws, self._section_ws, self._at_start = "", None, False
                 self._num_calls += 1
                 call_id = ev.id or "chatcmpl-tool-" + secrets.token_hex(8)

@@ -36,6 +36,28 @@ def tag_marker(name: str, closing: bool = False, max_suffix: int = 32) -> Patter
     return PatternMarker(f"{head}>", re.escape(head) + body + ">", partial, len(head) + max_suffix + 2)
 
 
+def seq_marker(key: str, pieces: tuple[tuple[str, str, str], ...], max_len: int) -> PatternMarker:
+    """A marker written as a sequence of pieces, each ``(regex, prefix_regex, literal)``.
+
+    Use ``lit(text)`` for a fixed piece and ``(regex, prefix_regex, "")`` for a variable one
+    (``prefix_regex`` matches every prefix of the piece, the empty one included). The partial
+    pattern is every proper prefix of the whole: some pieces complete, then part of the next.
+    """
+    full = "".join(p[0] for p in pieces)
+    alts = []
+    for k, piece in enumerate(pieces):
+        head = "".join(p[0] for p in pieces[:k])
+        alts.append(head + piece[1])
+    partial = "(?:" + "|".join(f"(?:{a})" for a in alts) + ")"
+    return PatternMarker(key, full, partial, max_len)
+
+
+def lit(text: str) -> tuple[str, str, str]:
+    """A fixed piece of a ``seq_marker``: the text, and its non-empty proper prefixes."""
+    prefixes = "|".join(re.escape(text[:i]) for i in range(len(text) - 1, 0, -1))
+    return re.escape(text), f"(?:{prefixes})" if prefixes else "(?!)", text
+
+
 class MarkerSet:
     """A fixed set of markers, compiled once and shared by every stream of a parser."""
 

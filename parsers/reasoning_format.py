@@ -50,6 +50,17 @@ def effort_switch(off: Sequence[str] = ("none",)) -> Switch:
     return enabled
 
 
+def effort_given_switch(off: Sequence[str] = ("no_think",)) -> Switch:
+    """On only when `reasoning_effort` is given and not one of `off` (Hunyuan 3: no effort
+    means the template asked for no thinking)."""
+
+    def enabled(ckw: Mapping[str, Any]) -> bool:
+        effort = ckw.get("reasoning_effort")
+        return bool(effort) and str(effort).lower() not in off
+
+    return enabled
+
+
 @dataclass(frozen=True)
 class ReasoningFormat:
     """One model family's thinking syntax.
@@ -67,6 +78,14 @@ class ReasoningFormat:
         reasoning with no content, the reasoning is repeated as content (see README).
     turn_markers: prompt markers that begin a turn; `is_reasoning_end` scans back only to one.
     patterns: variable markers (`<think:high>`), each keyed as start or end via `pattern_roles`.
+    discard: markers that open a channel whose text is dropped (Muse's `to=developer`); it ends
+        at an end marker or where another channel starts.
+    whitespace: what happens to whitespace next to the reasoning markers. "strip": dropped
+        (README rule 4). "keep": stays where it was, as vLLM's marker-splitting parsers keep it
+        (`<think> a </think>\nb` -> reasoning ` a `, content `\nb`). "trail": kept, except
+        at the end of the reasoning (vLLM's engine parsers strip trailing reasoning whitespace).
+    partial_marker_drop: at the end of the output, a trailing prefix of a marker at least this
+        long is dropped (a marker cut off by the token limit); 0: kept as text.
     """
 
     name: str
@@ -83,6 +102,9 @@ class ReasoningFormat:
     turn_markers: tuple[str, ...] = ()
     patterns: tuple[PatternMarker, ...] = ()
     pattern_roles: tuple[str, ...] = ()
+    discard: tuple[str, ...] = ()
+    whitespace: str = "strip"
+    partial_marker_drop: int = 0
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -90,6 +112,8 @@ class ReasoningFormat:
             raise ValueError(f"reasoning format {self.name!r} has no start or end marker")
         if len(self.patterns) != len(self.pattern_roles):
             raise ValueError(f"reasoning format {self.name!r}: one role per pattern marker")
+        if self.whitespace not in ("strip", "keep", "trail"):
+            raise ValueError(f"whitespace {self.whitespace!r} is not 'strip', 'keep' or 'trail'")
         for role in self.pattern_roles:
             if role not in ("start", "end"):
                 raise ValueError(f"pattern role {role!r} is not 'start' or 'end'")

@@ -106,12 +106,15 @@ class ToolFormat:
     anchored_markers: start markers that open a section only at the start of the answer (no
         content and no call before them, whitespace aside; reasoning does not count), e.g. a bare
         `[` or `{`. Anywhere else they are text, and they never end reasoning.
+    keeps_whitespace: the whitespace between content and a section stays in the content
+        (`I'll check. <section>` gives `I'll check. `), as vLLM's parser for the format keeps it.
     """
 
     start_markers: tuple[str, ...] = ()
     special_markers: tuple[str, ...] = ()
     anchored_markers: tuple[str, ...] = ()
     ends_reasoning: bool = True
+    keeps_whitespace: bool = False
 
     def __init__(self, tokenizer: Any = None) -> None:
         self.tokenizer = tokenizer

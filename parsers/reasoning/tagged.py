@@ -6,7 +6,12 @@ Each is data: its own markers, what wraps the answer, what ends thinking implici
 from __future__ import annotations
 
 from thinkgate.parsers.markers import tag_marker
-from thinkgate.parsers.reasoning_format import ReasoningFormat, effort_switch, kwarg_switch
+from thinkgate.parsers.reasoning_format import (
+    ReasoningFormat,
+    effort_given_switch,
+    effort_switch,
+    kwarg_switch,
+)
 from thinkgate.parsers.registry import register_reasoning_parser
 
 
@@ -19,17 +24,22 @@ def tagged(name: str, start: tuple[str, ...], end: tuple[str, ...], **kw: object
 tagged("hunyuan_a13b", ("<think>",), ("</think>",),
        content_drop=("</think>", "<answer>", "</answer>"),
        description="Hunyuan-A13B: `<think>..</think>` then `<answer>..</answer>`")
-for _hy in ("hy_v3", "hy_v4"):
-    # Tags may carry a `:suffix` (`<think:high>`), matched as pattern markers.
-    tagged(_hy, ("<think>",), ("</think>",),
-           patterns=(tag_marker("think"), tag_marker("think", closing=True)),
-           pattern_roles=("start", "end"), switch=effort_switch(("none", "no_think")),
-           implicit_end=("<tool_calls>",),
-           description="Hunyuan 3/4: `<think>` tags with optional `:type` suffixes")
+# Tags may carry a `:suffix` (`<think:high>`), matched as pattern markers.
+_HY_TAGS = (tag_marker("think"), tag_marker("think", closing=True))
+# Hunyuan 3 thinks only when a `reasoning_effort` (other than no_think) is given; the template
+# then opens `<think>` in the prompt, and vLLM splits the text as written.
+register_reasoning_parser("hy_v3")(ReasoningFormat(
+    name="hy_v3", start=("<think>",), end=("</think>",), prefilled=True, reopen=True,
+    patterns=_HY_TAGS, pattern_roles=("start", "end"), switch=effort_given_switch(),
+    implicit_end=("<tool_calls>",), whitespace="keep", content_drop=("</think>",),
+    description="Hunyuan 3: `<think>` tags (optional `:type` suffixes), on with reasoning_effort"))
+tagged("hy_v4", ("<think>",), ("</think>",), patterns=_HY_TAGS, pattern_roles=("start", "end"),
+       switch=effort_switch(("none", "no_think")), implicit_end=("<tool_calls>",),
+       description="Hunyuan 4: `<think>` tags with optional `:type` suffixes")
 tagged("granite", ("Here's my thought process:", "Here is my thought process:"),
        ("Here's my response:", "Here is my response:"),
        description="Granite 3.2: phrase markers, not tokens")
-tagged("gemma4", ("<|channel>",), ("<channel|>",), reasoning_head=("thought",),
+tagged("gemma4", ("<|channel>",), ("<channel|>",), reasoning_head=("thought",), whitespace="trail",
        implicit_end=("<|tool_call>",),
        description="Gemma 4: `<|channel>thought\\n..<channel|>`; `thought` is dropped")
 tagged("mistral", ("[THINK]", "<think>"), ("[/THINK]", "</think>"),

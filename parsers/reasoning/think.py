@@ -26,53 +26,55 @@ def think(name: str, **kw: Any) -> ReasoningFormat:
     return fmt
 
 
-think("deepseek_r1", description="DeepSeek-R1 / QwQ / distills: thinking always on")
-think("step5", description="Step-5: alias of deepseek_r1")
-think("deepseek_v3", switch=kwarg_switch("thinking", "enable_thinking", default=False),
+think("deepseek_r1", whitespace="keep", description="DeepSeek-R1 / QwQ / distills: thinking always on")
+think("step5", whitespace="keep", description="Step-5: alias of deepseek_r1")
+think("deepseek_v3", whitespace="keep", switch=kwarg_switch("thinking", "enable_thinking", default=False),
       description="DeepSeek-V3.1/3.2: thinking off unless `thinking`/`enable_thinking`")
-think("holo2", switch=kwarg_switch("thinking", "enable_thinking", default=True),
+think("holo2", whitespace="keep", switch=kwarg_switch("thinking", "enable_thinking", default=True),
       description="Holo2: deepseek_v3 with thinking on by default")
-think("qwen3", switch=kwarg_switch("enable_thinking"), implicit_end=("<tool_call>",),
+think("qwen3", whitespace="keep", switch=kwarg_switch("enable_thinking"), implicit_end=("<tool_call>",),
       turn_markers=QWEN_TURN, description="Qwen3 / Qwen3.5: `enable_thinking` (default on)")
-think("step3p5", implicit_end=("<tool_call>",), turn_markers=QWEN_TURN,
+think("step3p5", whitespace="trail", implicit_end=("<tool_call>",), turn_markers=QWEN_TURN,
       description="Step-3.5: template prefills `<think>`; always thinks")
-think("mimo", switch=kwarg_switch("enable_thinking"), implicit_end=("<tool_call>",),
+think("mimo", whitespace="keep", switch=kwarg_switch("enable_thinking"), implicit_end=("<tool_call>",),
       description="Xiaomi MiMo")
-think("nemotron_v3", switch=kwarg_switch("enable_thinking"), implicit_end=("<tool_call>",),
+think("nemotron_v3", whitespace="trail", switch=kwarg_switch("enable_thinking"), implicit_end=("<tool_call>",),
       force_content_kwarg="force_nonempty_content", description="NVIDIA Nemotron v3")
 think("granite_thinking_parser", switch=kwarg_switch("enable_thinking"),
       implicit_end=("<tool_call>",), force_content_kwarg="force_nonempty_content",
       description="Granite with `<think>` tags")
-think("kimi_k2", switch=any_kwarg_switch("thinking", "enable_thinking"),
+think("kimi_k2", whitespace="trail", switch=any_kwarg_switch("thinking", "enable_thinking"),
       implicit_end=("<|tool_calls_section_begin|>",),
       description="Kimi K2 / K2.5: tool section ends thinking and is kept")
 for _glm in ("glm45", "glm47"):
-    think(_glm, switch=kwarg_switch("enable_thinking", "thinking"),
+    think(_glm, whitespace="trail", switch=kwarg_switch("enable_thinking", "thinking"),
           implicit_end=("<tool_call>",), turn_markers=("<|assistant|>", "<|user|>"),
           description="GLM-4.5/4.6/4.7/5")
-think("ling3", switch=kwarg_switch("enable_thinking", "thinking"), implicit_end=("<tool_call>",),
+think("ling3", whitespace="trail", switch=kwarg_switch("enable_thinking", "thinking"), implicit_end=("<tool_call>",),
       description="Ling 3: GLM grammar")
-think("minimax_m2", implicit_end=("<minimax:tool_call>",),
+think("minimax_m2", whitespace="trail", implicit_end=("<minimax:tool_call>",),
       description="MiniMax-M2: `<think>` is in the prompt, output closes it")
 think("minimax_m2_append_think", start=(), end=("</think>",), prefilled=False,
       switch=lambda ckw: False, content_prefix="<think>", content_drop=(),
       description="MiniMax-M2: prepend `<think>`, everything is content")
-think("minimax_m3", start=("<mm:think>",), end=("</mm:think>",), prefilled=False,
+think("minimax_m3", whitespace="keep", start=("<mm:think>",), end=("</mm:think>",), prefilled=False,
       description="MiniMax-M3: explicit `<mm:think>`; a plain answer is content")
 think("ernie45", content_drop=("</think>", "<response>", "</response>"),
       description="ERNIE-4.5: answer may be wrapped in `<response>`")
-think("olmo3", description="OLMo 3")
+think("olmo3", whitespace="keep", description="OLMo 3")
 think("step3", description="Step-3: only `</think>` in the output")
-think("deepseek_v4", switch=kwarg_switch("thinking", "enable_thinking"),
+think("deepseek_v4", whitespace="trail", switch=kwarg_switch("thinking", "enable_thinking"),
       implicit_end=("<｜DSML｜tool_calls>",), description="DeepSeek-V4")
-think("deepseek_v41", switch=kwarg_switch("thinking", "enable_thinking"),
+think("deepseek_v41", whitespace="trail", switch=kwarg_switch("thinking", "enable_thinking"),
       implicit_end=("<｜DSML｜ calls>",), description="DeepSeek-V4.1")
-think("minicpmv", switch=kwarg_switch("enable_thinking"), description="MiniCPM-V")
-think("seed_oss", start=("<seed:think>",), end=("</seed:think>",),
+think("minicpmv", whitespace="keep", switch=kwarg_switch("enable_thinking"), description="MiniCPM-V")
+think("seed_oss", whitespace="trail", start=("<seed:think>",), end=("</seed:think>",),
       switch=kwarg_switch("enable_thinking"), implicit_end=("<seed:tool_call>",),
       description="ByteDance Seed-OSS")
 think("plamo3", start=("<|plamo:begin_think:plamo|>",), end=("<|plamo:end_think:plamo|>",),
-      switch=kwarg_switch("enable_thinking"),
+      switch=kwarg_switch("enable_thinking"), reopen=True, whitespace="keep",
+      content_drop=("<|plamo:end_think:plamo|>", "<|plamo:tag|>"),
+      partial_marker_drop=len("<|plamo:") + 2,
       implicit_end=("<|plamo:begin_tool_requests:plamo|>",), description="PLaMo 3")
-think("poolside_v1", content_drop=("</think>", "<assistant>", "</assistant>"),
+think("poolside_v1", whitespace="keep", content_drop=("</think>", "<assistant>", "</assistant>"),
       description="Poolside: `<think>` then an `<assistant>`-wrapped answer")

@@ -10,6 +10,7 @@ NAMED_PARAM = ParamSyntax("<parameter name=", ">", "</parameter>")
 KV = ParamSyntax("<arg_key>", "</arg_key>", "</arg_value>", value_open="<arg_value>",
                  trim_newline=False)
 _FN = Header(name_end=(">",), render="{name}")
+_QFN = Header(name_end=(">",), render='"{name}"')  # `name="NAME">`, as the models write it
 
 
 def _qwen(trim: bool = True) -> tuple[Region, ...]:
@@ -25,17 +26,34 @@ def _qwen(trim: bool = True) -> tuple[Region, ...]:
 
 def _invoke(begin: str, end: str, call_begin: str, param: ParamSyntax, call_close: str
             ) -> tuple[Region, ...]:
-    return (Region((begin,), "xml", end=(end,), call_begin=(call_begin,), header=_FN,
+    return (Region((begin,), "xml", end=(end,), call_begin=(call_begin,), header=_QFN,
                    params=param, call_close=call_close, render_args="xml"),)
 
 
-def _dsml(begins: tuple[str, ...], ends: tuple[str, ...], space: str = "") -> tuple[Region, ...]:
+def _atem(decode: str) -> tuple[Region, ...]:
+    """Muse's ATEM calls: raw values (a string schema keeps them as written), JSON otherwise;
+    invoked in reasoning they are text (the reasoning parser's channels decide)."""
+    param = ParamSyntax("<atem:parameter name=", ">", "</atem:parameter>", trim_newline=False,
+                        decode=decode)
+    return (Region(("<atem:function_calls>",), "xml", end=("</atem:function_calls>",),
+                   call_begin=("<atem:invoke name=",), header=_QFN, params=param,
+                   call_close="</atem:invoke>", render_args="xml", collapse_doubled=True),)
+
+
+def _dsml(begins: tuple[str, ...], ends: tuple[str, ...], space: str = "",
+          bare_invoke: bool = False) -> tuple[Region, ...]:
     d = "<｜DSML｜" + space
     param = ParamSyntax(d + 'parameter name=', ">", "</｜DSML｜" + space + "parameter>",
-                        trim_newline=False)
-    return (Region(begins, "xml", end=ends, call_begin=(d + "invoke name=",), header=_FN,
-                   params=param, call_close="</｜DSML｜" + space + "invoke>",
-                   render_args="xml"),)
+                        trim_newline=False, unwrap="arguments")
+    close = "</｜DSML｜" + space + "invoke>"
+    section = Region(begins, "xml", end=ends, call_begin=(d + "invoke name=",), header=_QFN,
+                     params=param, call_close=close, render_args="xml")
+    if not bare_invoke:
+        return (section,)
+    # the model may leave out the wrapper (DeepSeek-V4 at long context): an invoke alone is a
+    # call, and a wrapper end after it is consumed
+    return (section, Region((d + "invoke name=",), "xml", end=ends, header=_QFN, params=param,
+                            call_close=close, render_args="xml"))
 
 
 def _glm(name_end: tuple[str, ...]) -> tuple[Region, ...]:
@@ -62,42 +80,38 @@ SPECS = [
                                  call_begin=("<function=",), header=_FN, params=QWEN_PARAM,
                                  call_close="</function>", render_args="xml"),),
              "ByteDance Seed-OSS"),
-    ToolSpec("minimax_m2", _invoke("<minimax:tool_call>", "</minimax:tool_call>",
-                                   "<invoke name=", NAMED_PARAM, "</invoke>"), "MiniMax-M2"),
+    # MiniMax writes values bare, and vLLM keeps a value's newlines: no newline framing
+    ToolSpec("minimax_m2", _invoke("<minimax:tool_call>", "</minimax:tool_call>", "<invoke name=",
+                                   ParamSyntax("<parameter name=", ">", "</parameter>",
+                                               trim_newline=False), "</invoke>"), "MiniMax-M2"),
     ToolSpec("dots", _invoke("<dots_function_call>", "</dots_function_call>", "<invoke name=",
                              NAMED_PARAM, "</invoke>"), "rednote dots.llm"),
     ToolSpec("step3", (Region(
         ("<｜tool_calls_begin｜>",), "xml", end=("<｜tool_calls_end｜>",),
         call_begin=("<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=",),
-        call_end=("<｜tool_call_end｜>",), header=_FN,
+        call_end=("<｜tool_call_end｜>",), header=_QFN,
         params=ParamSyntax("<steptml:parameter name=", ">", "</steptml:parameter>",
                            trim_newline=False),
         call_close="</steptml:invoke>", render_args="xml"),), "StepFun Step-3"),
-    ToolSpec("minicpm5", (Region(("<function name=",), "xml", header=_FN,
-                                 params=ParamSyntax("<param name=", ">", "</param>", cdata=True),
-                                 call_close="</function>", render_args="xml"),), "MiniCPM 5"),
-    ToolSpec("muse", _invoke("<atem:function_calls>", "</atem:function_calls>",
-                             "<atem:invoke name=", ParamSyntax(
-                                 "<atem:parameter name=", ">", "</atem:parameter>"),
-                             "</atem:invoke>"), "Muse Spark"),
-    ToolSpec("musespark1x", _invoke("<atem:function_calls>", "</atem:function_calls>",
-                                    "<atem:invoke name=", ParamSyntax(
-                                        "<atem:parameter name=", ">", "</atem:parameter>"),
-                                    "</atem:invoke>"), "Muse Spark 1.x"),
-    ToolSpec("muse_glimmer", _invoke("<atem:function_calls>", "</atem:function_calls>",
-                                     "<atem:invoke name=", ParamSyntax(
-                                         "<atem:parameter name=", ">", "</atem:parameter>"),
-                                     "</atem:invoke>"), "Muse Glimmer"),
+    # the tokenizer may spell the space as "\u0120" or drop it ("<functionname=")
+    ToolSpec("minicpm5", (Region(
+        ("<function name=", "<function\u0120name=", "<functionname="), "xml", header=_QFN,
+        params=ParamSyntax("<param name=", ">", "</param>", cdata=True, trim_newline=False,
+                           open_alts=("<param\u0120name=", "<paramname=")),
+        call_close="</function>", render_args="xml", known_names=True),), "MiniCPM 5"),
+    ToolSpec("muse", _atem("json_unless_string"), "Muse Spark", ends_reasoning=False),
+    ToolSpec("musespark1x", _atem("json_unless_string"), "Muse Spark 1.x", ends_reasoning=False),
+    ToolSpec("muse_glimmer", _atem("json"), "Muse Glimmer", ends_reasoning=False),
     ToolSpec("minimax_m3", (Region(
         (_MM3 + "<tool_call>",), "nested_xml", end=(_MM3 + "</tool_call>",),
-        call_begin=(_MM3 + "<invoke name=",), header=_FN, namespace=_MM3,
+        call_begin=(_MM3 + "<invoke name=",), header=_QFN, namespace=_MM3,
         call_close=_MM3 + "</invoke>", render_args="nested_xml"),), "MiniMax-M3",
-        extra_markers=(_MM3,)),
+        extra_markers=(_MM3,), keep_ws=True),
     ToolSpec("deepseek_v32", _dsml(("<｜DSML｜function_calls>",), ("</｜DSML｜function_calls>",)),
              "DeepSeek-V3.2"),
     ToolSpec("deepseek_v4", _dsml(("<｜DSML｜tool_calls>", "<｜DSML｜function_calls>"),
-                                  ("</｜DSML｜tool_calls>", "</｜DSML｜function_calls>")),
-             "DeepSeek-V4"),
+                                  ("</｜DSML｜tool_calls>", "</｜DSML｜function_calls>"),
+                                  bare_invoke=True), "DeepSeek-V4", keep_ws=True),
     ToolSpec("deepseek_v41", _dsml(("<｜DSML｜ calls>",), ("</｜DSML｜ calls>",), space=" "),
              "DeepSeek-V4.1"),
     ToolSpec("kimi_k3", (Region(
@@ -106,12 +120,12 @@ SPECS = [
             name_end=("<|sep|>",), attrs=True, render=' tool="{name}" index="{index}"'),
         params=ParamSyntax("<|open|>argument key=", "<|sep|>", "<|close|>argument<|sep|>",
                            trim_newline=False),
-        call_close="<|close|>call<|sep|>", render_args="xml"),), "Moonshot Kimi K3"),
+        call_close="<|close|>call<|sep|>", render_args="xml"),), "Moonshot Kimi K3", keep_ws=True),
     ToolSpec("glm45", _glm(("\n",)), "Zhipu GLM-4.5 / 4.6 / 4.7 / 5"),
     ToolSpec("glm47", _glm(("\n",)), "Zhipu GLM-4.7"),
     ToolSpec("ling3", _glm(("\n",)), "inclusionAI Ling 3"),
     ToolSpec("poolside_v1", _glm(("\n",)), "Poolside"),
-    ToolSpec("hy_v3", (_HY,), "Tencent Hunyuan 3"),
+    ToolSpec("hy_v3", (_HY,), "Tencent Hunyuan 3", keep_ws=True),
     ToolSpec("hy_v4", (_HY,), "Tencent Hunyuan 4 (typed value tags)"),
     ToolSpec("k2_horizon", (Region(
         ("<ifm|tool_calls>",), "xml", end=("</ifm|tool_calls>",),
@@ -119,7 +133,7 @@ SPECS = [
         header=Header(name_stop=("<ifm|arg_key>", "</ifm|tool_call>")),
         params=ParamSyntax("<ifm|arg_key>", "</ifm|arg_key>", "</ifm|arg_value>",
                            value_open="<ifm|arg_value>", trim_newline=False),
-        render_args="xml"),), "K2-Horizon"),
+        render_args="xml"),), "K2-Horizon", keep_ws=True),
     ToolSpec("gemma4", (Region(("<|tool_call>",), "gemma", end=("<tool_call|>",),
                                header=Header(name_stop=("{",), strip_prefixes=("call:", ":"),
                                              render="call:{name}"),

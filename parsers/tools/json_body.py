@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 
 from .events import ArgsDelta, Body, CallEnd, CallStart, Event
-from .scan import ValueScanner
+from .repair import json_completion
+from .scan import ValueScanner, split_on_markers
 
 NAME_KEYS = ("name", "tool_name", "function")
 ARGS_KEYS = ("arguments", "parameters", "args", "tool_input")
@@ -19,14 +20,38 @@ _WS = " \t\r\n"
 
 class JsonArgsBody(Body):
     """A bare JSON arguments value after a header that named the call. The call starts with
-    the value's first character; a body that does not start like JSON is not a call."""
+    the value's first character; a body that does not start like JSON is not a call.
 
-    def __init__(self, name: str, call_id: str | None = None) -> None:
+    ``stops`` (the region's call-end / end markers) end the value even mid-string: a call cut
+    short (`{"city": "Bei<|tool_call_end|>`) is closed there, its arguments completed to JSON."""
+
+    def __init__(self, name: str, call_id: str | None = None,
+                 stops: tuple[str, ...] = ()) -> None:
         self.scanner = ValueScanner()
         self.start = CallStart(name, call_id)
         self.any_args = False
+        self.stops = stops
+        self.held = ""
+        self.sent: list[str] = []  # argument text so far (kept only while a stop may cut it)
 
     def feed(self, text: str) -> tuple[list[Event], str | None]:
+        if not self.stops:
+            return self._scan(text)
+        before, marker, held = split_on_markers(self.held + text, self.stops)
+        self.held = "" if marker is not None else held
+        events, rest = self._scan(before)
+        if rest is not None:
+            return events, rest + (marker or "") + (held if marker is not None else self.held)
+        if marker is None:
+            return events, None
+        if not self.started:
+            self.failed = True
+            return events, marker + held
+        suffix = json_completion("".join(self.sent))
+        events += [ArgsDelta(suffix)] if suffix else []
+        return events + [CallEnd()], marker + held
+
+    def _scan(self, text: str) -> tuple[list[Event], str | None]:
         n = self.scanner.feed(text)
         if self.scanner.bad and not self.started:
             self.failed = True
@@ -39,11 +64,19 @@ class JsonArgsBody(Body):
                 events.append(self.start)
             self.any_args = True
             events.append(ArgsDelta(chunk))
+            if self.stops:
+                self.sent.append(chunk)
         if self.scanner.bad or self.scanner.done:
-            return events + [CallEnd()], text[n:]
+            self.held, held = "", self.held
+            return events + [CallEnd()], text[n:] + held
         return events, None
 
     def finish(self) -> list[Event]:
+        if self.held:
+            held, self.held = self.held, ""
+            events, _ = self._scan(held)
+            if events:
+                return events + self.finish()
         self.scanner.close_scalar()
         if not self.started:
             self.failed = True
@@ -54,12 +87,15 @@ class JsonArgsBody(Body):
 class JsonCallBody(Body):
     """One object naming a call: ``{"name": ..., "arguments": {...}}`` (keys by family).
 
-    ``single_key`` reads Apertus' ``{"NAME": {args}}`` instead.
+    ``single_key`` reads Apertus' ``{"NAME": {args}}`` instead. ``args_required``: an object
+    without an arguments key is not a call (Llama's ``{"name": "x"}`` stays text); the call
+    then starts at the arguments key, not at the name.
     """
 
     def __init__(self, single_key: bool = False, name_keys: tuple[str, ...] = NAME_KEYS,
-                 args_keys: tuple[str, ...] = ARGS_KEYS) -> None:
+                 args_keys: tuple[str, ...] = ARGS_KEYS, args_required: bool = False) -> None:
         self.single_key = single_key
+        self.args_required = args_required
         self.name_keys, self.args_keys = name_keys, args_keys
         self.state = "open"  # open, key, colon, value, comma, done
         self.key_buf = ""
@@ -117,7 +153,11 @@ class JsonCallBody(Body):
                 self.key_buf += text[i:i + k]
                 i += k
                 if self.key_scanner.done:
-                    events += self._start_value(json.loads(self.key_buf))
+                    try:
+                        key = json.loads(self.key_buf)
+                    except ValueError:  # a raw control character in the key: not JSON
+                        return self._fail(events, text[i:])
+                    events += self._start_value(key)
                     self.key_scanner = None
                     self.state = "colon"
                 continue
@@ -142,6 +182,8 @@ class JsonCallBody(Body):
             self.role = "name"
         elif not self.single_key and key in self.args_keys and not self.args_done:
             self.role = "args"
+            if self.args_required and self.name is not None and not self.started:
+                return self._start()
         elif key in ID_KEYS:
             self.role = "id"
         else:
@@ -181,7 +223,8 @@ class JsonCallBody(Body):
             self.args_done = True
             if self.args_in_string:
                 return self._string_args()
-        if self.name is not None and not self.started and (self.args_done or role == "name"):
+        if self.name is not None and not self.started and (
+                self.args_done or (role == "name" and not self.args_required)):
             return self._start()
         return []
 
@@ -209,7 +252,7 @@ class JsonCallBody(Body):
 
     def _close(self) -> list[Event]:
         if not self.started:
-            if self.name is None:
+            if self.name is None or (self.args_required and not self.args_done):
                 self.failed = True
                 return []
             events = self._start()
@@ -235,15 +278,24 @@ class JsonListBody(Body):
     """``[call, call, ...]``: each element a call object read by ``item()``."""
 
     def __init__(self, single_key: bool = False, name_keys: tuple[str, ...] = NAME_KEYS,
-                 args_keys: tuple[str, ...] = ARGS_KEYS) -> None:
-        self.kw = {"single_key": single_key, "name_keys": name_keys, "args_keys": args_keys}
-        self.state = "open"  # open, item_or_close, item, comma
+                 args_keys: tuple[str, ...] = ARGS_KEYS, args_required: bool = False) -> None:
+        self.kw = {"single_key": single_key, "name_keys": name_keys, "args_keys": args_keys,
+                   "args_required": args_required}
+        self.state = "open"  # open, item_or_close, item, comma, skip
         self.item: JsonCallBody | None = None
+        self.skip = ValueScanner()
 
     def feed(self, text: str) -> tuple[list[Event], str | None]:
         events: list[Event] = []
         i, n = 0, len(text)
         while i < n:
+            if self.state == "skip":
+                i += self.skip.feed(text[i:])
+                if self.skip.bad:
+                    return self._fail(events, text[i:])
+                if self.skip.done:
+                    self.state = "comma"
+                continue
             if self.state == "item":
                 assert self.item is not None
                 evs, rest = self.item.feed(text[i:])
@@ -273,6 +325,10 @@ class JsonListBody(Body):
             elif ch == "{" and self.state == "item_or_close":
                 self.item = JsonCallBody(**self.kw)
                 self.state = "item"
+                i -= 1
+            elif self.state == "item_or_close" and self.started:
+                # an entry that is not a call object (`"junk"`, `42`) after a call: skipped
+                self.skip, self.state = ValueScanner(), "skip"
                 i -= 1
             else:
                 return self._fail(events, text[i - 1:])

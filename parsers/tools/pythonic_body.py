@@ -3,7 +3,9 @@
 Call and argument boundaries are found by a small bracket/string tracker (one- and three-quote
 strings, escapes, one character at a time); each complete keyword argument is then parsed with
 Python's ``ast`` (a literal, never evaluated) and streamed as one JSON member, so the arguments
-stream argument by argument.
+stream argument by argument. An argument Python rejects even after the repairs of
+``pythonic_repair`` (a string with unescaped inner quotes, say) is read on to the region's end
+marker, where the whole rest is tried again; only regions with an end marker do this.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 from typing import Any
 
 from .events import ArgsDelta, Body, CallEnd, CallStart, Event
+from .pythonic_repair import parse_keyword
 from .scan import split_on_markers
 
 _JSON_NAMES = {"true": True, "false": False, "null": None}
@@ -47,12 +50,15 @@ class PythonicBody(Body):
         self.run = 0       # closing quote characters read in a row
         self.escape = False
         self.num_args = 0
+        self.broken = False  # an argument that did not parse: read on to a stop marker
 
     def feed(self, text: str) -> tuple[list[Event], str | None]:
         events: list[Event] = []
         self.buf += text
         i = 0
         while i < len(self.buf):
+            if self.broken:
+                return self._broken(events, i)
             ch = self.buf[i]
             st = self.state
             if st in ("open", "sep"):
@@ -146,6 +152,11 @@ class PythonicBody(Body):
         elif ch in ")]}" and self.stack:
             self.stack.pop()
         elif ch in ",)" and not self.stack:
+            if self.stops and parse_keyword("".join(self.arg).strip()) is None \
+                    and "".join(self.arg).strip():
+                self.broken = True
+                self.arg.append(ch)
+                return []
             events = self._end_arg()
             if ch == ")":
                 events += [ArgsDelta("}" if self.num_args else "{}"), CallEnd()]
@@ -154,17 +165,37 @@ class PythonicBody(Body):
         self.arg.append(ch)
         return []
 
+    def _broken(self, events: list[Event], i: int) -> tuple[list[Event], str | None]:
+        """Read a broken argument on to a stop marker, then try the rest of the call again."""
+        before, marker, held = split_on_markers(self.buf[i:], self.stops)
+        self.arg.append(before)
+        if marker is None:
+            self.buf = held
+            return events, None
+        rest = self.buf[i + len(before):]
+        self.buf = ""
+        return events + self._resolve_broken(), rest
+
+    def _resolve_broken(self) -> list[Event]:
+        text = "".join(self.arg).rstrip()
+        self.arg, self.broken, self.state = [], False, "sep"
+        if text.endswith("]"):
+            text = text[:-1].rstrip()
+        if text.endswith(")"):
+            text = text[:-1]
+        self.arg = [text]
+        return self._end_arg() + [ArgsDelta("}" if self.num_args else "{}"), CallEnd()]
+
     def _end_arg(self) -> list[Event]:
         text, self.arg = "".join(self.arg).strip(), []
         if not text:
             return []
+        kw = parse_keyword(text)
         try:
-            call = ast.parse(f"_({text})", mode="eval").body
-            assert isinstance(call, ast.Call)
-            if not call.keywords or call.keywords[0].arg is None:
-                return []
-            key, value = call.keywords[0].arg, literal_to_json(call.keywords[0].value)
-        except (SyntaxError, ValueError, TypeError, RecursionError):
+            if kw is None:
+                raise ValueError(text)
+            key, value = kw[0], literal_to_json(kw[1])
+        except (ValueError, TypeError, RecursionError):
             key, value = text.partition("=")[0].strip(), text.partition("=")[2].strip()
         self.num_args += 1
         prefix = "{" if self.num_args == 1 else ", "
@@ -173,4 +204,8 @@ class PythonicBody(Body):
     def finish(self) -> list[Event]:
         if not self.started:
             self.failed = True
+        if self.broken:
+            self.arg.append(self.buf)
+            self.buf = ""
+            return self._resolve_broken()
         return []

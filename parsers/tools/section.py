@@ -8,11 +8,12 @@ a region that turns out not to be a call is given back as content.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from .convert import tool_parameters
-from .events import Body, CallEnd, CallStart, Event
+from .events import ArgsDelta, Body, CallEnd, CallStart, Event
 from .gemma_body import GemmaBody
 from .json_body import JsonArgsBody, JsonCallBody, JsonListBody
 from .nested_body import NestedXmlBody
@@ -22,6 +23,7 @@ from .spec import Region
 from .xml_body import XmlParamsBody, parse_attrs
 
 MAX_HEADER = 256
+_IDENT = re.compile(r"[A-Za-z_][\w.\-]*")
 KEPT_MARKERS = ("{", "[")
 _WS = " \t\r\n"
 
@@ -41,6 +43,31 @@ def _kimi_name(header: str) -> str:
         name = name[len("functions."):]
     head, colon, idx = name.rpartition(":")
     return head if colon and idx.strip().isdigit() else name
+
+
+def _without_marker(text: str, markers: tuple[str, ...]) -> str:
+    """``text`` less its leading start marker(s) and the whitespace after them."""
+    changed = True
+    while changed:
+        changed = False
+        for m in markers:
+            if text.startswith(m):
+                text, changed = text[len(m):].lstrip(_WS), True
+    return text
+
+
+def _registered(tools: list[dict[str, Any]] | None) -> set[str]:
+    return {fn.get("name") for t in tools or () if isinstance(t, dict)
+            for fn in [t.get("function", t)] if isinstance(fn, dict)}
+
+
+def _collapse_doubled(name: str, tools: list[dict[str, Any]] | None) -> str:
+    """``NAME.NAME`` -> ``NAME`` when only the bare ``NAME`` is a registered tool."""
+    registered = _registered(tools)
+    head, dot, tail = name.partition(".")
+    if registered and name not in registered and dot and head == tail and head in registered:
+        return head
+    return name
 
 
 class RegionReader:
@@ -77,13 +104,23 @@ class RegionReader:
 
     def finish(self) -> list[Event | Content]:
         events: list[Event | Content] = []
+        name = (self.header + self.buf).strip()
+        if self.state == "header" and self.r.list_alt and self.raw is not None \
+                and _IDENT.fullmatch(name):
+            # `[TOOL_CALLS]name` and the output ends: a call with no arguments (as vLLM reads it)
+            self.raw = None
+            return [CallStart(name, None), ArgsDelta("{}"), CallEnd()]
         if self.state == "body" and self.body is not None:
             events += self._track(self.body.finish())
             if self.body.failed or (self.raw is not None and not self.body.started):
-                return [Content("".join(self.raw or []))]
+                return [Content(self._raw_text())]
         if self.raw is not None:
-            return [Content("".join(self.raw))]
+            return [Content(self._raw_text())]
         return events
+
+    def _raw_text(self) -> str:
+        raw = "".join(self.raw or [])
+        return _without_marker(raw, self.r.begin) if self.r.bare_give_back else raw
 
     def _track(self, events: list[Event]) -> list[Event]:
         for ev in events:
@@ -97,6 +134,8 @@ class RegionReader:
         """The region was not a call: everything but ``rest`` becomes content."""
         raw = "".join(self.raw or [])
         consumed = raw[: len(raw) - len(rest)] if rest else raw
+        if self.r.bare_give_back:
+            consumed = _without_marker(consumed, self.r.begin)
         self.raw = None
         return [Content(consumed)], rest  # type: ignore[list-item]
 
@@ -121,10 +160,22 @@ class RegionReader:
     def _header(self) -> tuple[list[Event], str | bool | None]:
         h = self.r.header
         assert h is not None
-        if self.r.list_alt and not self.header.strip() and self.buf.lstrip(_WS)[:1] == "[":
-            self.state, self.body = "body", JsonListBody(self.r.single_key, self.r.name_keys,
-                                                         self.r.args_keys)
-            return [], False
+        if self.r.list_alt and not self.header.strip():
+            s = self.buf.lstrip(_WS)
+            for m in self.r.begin:  # the start marker written twice (Mistral-7B v0.3)
+                if s.startswith(m):
+                    self.buf = s[len(m):]
+                    return [], False
+                if m.startswith(s) and s:
+                    return [], None
+            if s[:1] in ("[", "{"):  # pre-v11: a JSON list of calls, or one call object
+                self.buf = s
+                self.state = "body"
+                self.body = (JsonListBody(self.r.single_key, self.r.name_keys, self.r.args_keys)
+                             if s[0] == "[" else
+                             JsonCallBody(self.r.single_key, self.r.name_keys, self.r.args_keys))
+                return [], False
+
         before, marker, self.buf = split_on_markers(self.buf, h.name_end + h.name_stop + self.r.end)
         self.header += before
         if marker is None:
@@ -133,6 +184,12 @@ class RegionReader:
             return [], None
         if marker in h.name_stop or (marker in self.r.end and marker not in h.name_end):
             self.buf = marker + self.buf
+        if self.r.list_alt and marker == "{" and self.header.rstrip().endswith("["):
+            # junk, then a JSON list (what vLLM's regex fallback skips): the junk is text
+            junk, self.header = self.header.rstrip()[:-1].strip(), ""
+            self.buf, self.state = "[" + self.buf, "body"
+            self.body = JsonListBody(self.r.single_key, self.r.name_keys, self.r.args_keys)
+            return ([Content(junk)] if junk else []), False  # type: ignore[list-item]
         text = self.header.strip()
         for p in h.strip_prefixes:
             if text.startswith(p):
@@ -146,6 +203,11 @@ class RegionReader:
         else:
             self.name, self.call_id = text.strip("\"'").strip(), None
         if not self.name or len(self.name) > MAX_HEADER:
+            return self._give_back(self.buf)
+        if self.r.collapse_doubled:
+            self.name = _collapse_doubled(self.name, self.tools)
+        if self.r.known_names and self.tools and self.raw is not None \
+                and self.name not in _registered(self.tools):
             return self._give_back(self.buf)
         skip = h.skip_to and marker in h.name_end and marker != h.skip_to
         self.state = "skip" if skip else "pre_body"
@@ -230,14 +292,14 @@ class RegionReader:
         r = self.r
         stops = r.call_end + r.end + r.call_begin
         if r.body == "json_call":
-            return JsonCallBody(r.single_key, r.name_keys, r.args_keys)
+            return JsonCallBody(r.single_key, r.name_keys, r.args_keys, r.args_required)
         if r.body == "json_list":
-            return JsonListBody(r.single_key, r.name_keys, r.args_keys)
+            return JsonListBody(r.single_key, r.name_keys, r.args_keys, r.args_required)
         if r.body == "pythonic":
             return PythonicBody(stops)
         assert name is not None
         if r.body == "json_args":
-            return JsonArgsBody(name, self.call_id)
+            return JsonArgsBody(name, self.call_id, r.call_end + r.end if r.call_end else ())
         if r.body == "gemma":
             return GemmaBody(name, r.string_delim, r.call_close)
         if r.body == "nested_xml":

@@ -48,11 +48,17 @@ class Region:
     single_key: bool = False           # {"NAME": {args}} objects (Apertus)
     name_keys: tuple[str, ...] = ("name", "tool_name", "function")
     args_keys: tuple[str, ...] = ("arguments", "parameters", "args", "tool_input")
+    args_required: bool = False        # a call object must have an arguments key (Llama JSON)
     list_alt: bool = False             # a JSON list may replace the header+body (pre-v11 Mistral)
+    bare_give_back: bool = False       # a region given back as text loses its start marker
+                                       # (Mistral's [TOOL_CALLS] is a control token)
     string_delim: str = ""             # gemma body: the string delimiter
     namespace: str = ""                # nested_xml body: the prefix of every tag
     render_sep: str = ""               # what the renderer writes between calls of one region
     render_args: str = "json"          # json | xml | nested_xml | pythonic | gemma
+    known_names: bool = False          # with tools given, a call naming none of them is text
+    collapse_doubled: bool = False     # `get_weather.get_weather` is the registered
+                                       # `get_weather` (Muse's rendering of bare names)
 
     def __post_init__(self) -> None:
         if self.body not in BODY_KINDS:
@@ -73,6 +79,8 @@ class ToolSpec:
     extra_markers: tuple[str, ...] = ()  # inner/end markers that may be special tokens
     anchored: tuple[str, ...] = ()  # start markers that count only at the start of the answer
     ends_reasoning: bool = True
+    keep_ws: bool = False  # whitespace around a section stays in the content (vLLM's engine
+                           # parsers with strip_content_whitespace_with_tools off)
     grammar: str = "native"  # "native": structural tag in the format's syntax
     notes: str = ""
     aliases: tuple[str, ...] = field(default=())
@@ -99,5 +107,5 @@ class ToolSpec:
                 out += [*r.header.name_end, r.header.skip_to]
             if r.params is not None:
                 p = r.params
-                out += [p.open, p.key_close, p.close, p.value_open]
+                out += [p.open, *p.open_alts, p.key_close, p.close, p.value_open]
         return tuple(dict.fromkeys(m for m in (*out, *self.extra_markers) if len(m) > 1))

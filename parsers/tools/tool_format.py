@@ -66,6 +66,7 @@ class SpecToolFormat(ToolFormat):
         self.start_markers = spec.start_markers()
         self.special_markers = spec.special_markers()
         self.anchored_markers = spec.anchored
+        self.keeps_whitespace = spec.keep_ws
         # "[" / "{" are everyday characters in thinking: they must not end it
         self.ends_reasoning = spec.ends_reasoning and all(len(m) > 1 for m in self.start_markers)
 

@@ -11,7 +11,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .convert import convert_value, is_string_schema, parse_literal, property_schema
+from .convert import (
+    convert_value,
+    is_string_schema,
+    parse_literal,
+    property_schema,
+    schema_types,
+)
 from .events import ArgsDelta, Body, CallEnd, CallStart, Event
 from .scan import split_on_markers
 
@@ -27,6 +33,13 @@ class ParamSyntax:
     stream_strings: bool = True
     cdata: bool = False        # values may be wrapped in <![CDATA[...]]>
     close_tail: str = ""       # the close is a prefix ending here: "]<]minimax[>[</" ... ">"
+    unwrap: str = ""           # a first non-string parameter of this name, not in the schema,
+                               # whose value is an object, is the arguments themselves (DSML)
+    open_alts: tuple[str, ...] = ()  # other spellings of open (MiniCPM's "<param\u0120name=")
+    decode: str = "schema"     # "schema": by the property's schema, no schema = string;
+                               # "json_unless_string": a string schema keeps the raw text,
+                               # anything else is JSON-decoded when it parses (Muse);
+                               # "json": JSON-decoded whenever it parses (Muse Glimmer)
 
 
 def parse_attrs(text: str) -> tuple[str, dict[str, str]]:
@@ -85,10 +98,11 @@ class XmlParamsBody(Body):
         while True:
             if self.state == "between":
                 ends = ((self.call_close,) if self.call_close else ()) + self.stops
-                before, marker, self.buf = split_on_markers(self.buf, (self.syn.open,) + ends)
+                opens = (self.syn.open, *self.syn.open_alts)
+                before, marker, self.buf = split_on_markers(self.buf, opens + ends)
                 if marker is None:
                     return events, None
-                if marker == self.syn.open:
+                if marker in opens:
                     self.state, self.key_text = "key", ""
                     continue
                 rest = self.buf if marker == self.call_close else marker + self.buf
@@ -135,6 +149,9 @@ class XmlParamsBody(Body):
             self.streaming = False
         elif attr_type in ("true", "string"):
             self.streaming = self.syn.stream_strings and not self.syn.cdata
+        elif self.syn.decode != "schema":
+            self.streaming = (self.syn.decode == "json_unless_string" and self.syn.stream_strings
+                              and schema_types(prop) == ["string"])
         else:
             self.streaming = (self.syn.stream_strings and not self.syn.cdata
                               and is_string_schema(prop))
@@ -180,9 +197,25 @@ class XmlParamsBody(Body):
             value = value if ok else raw
         elif attr_type in ("true", "string"):
             value = raw
+        elif self.syn.decode != "schema":
+            value = self._decode(raw, property_schema(self.schema, self.key))
         else:
             value = convert_value(raw, property_schema(self.schema, self.key))
+        if (self.syn.unwrap and self.key == self.syn.unwrap and self.num_params == 0
+                and isinstance(value, dict) and value and self.schema is not None
+                and self.key not in (self.schema.get("properties") or {})):
+            self.num_params = len(value)  # `{"arguments": {...}}` -> the inner object
+            return [ArgsDelta("{" + json.dumps(value, ensure_ascii=False)[1:-1])]
         return [ArgsDelta(self._key_prefix() + json.dumps(value, ensure_ascii=False))]
+
+    def _decode(self, raw: str, prop: dict | None) -> object:
+        types = schema_types(prop)
+        if self.syn.decode == "json_unless_string" and types:
+            return raw if types == ["string"] else convert_value(raw, prop)
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
 
     def _close(self) -> list[Event]:
         return [ArgsDelta("}" if self.num_params else "{}"), CallEnd()]

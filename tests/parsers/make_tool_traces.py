@@ -27,7 +27,7 @@ TOOLS = [
 def _streams_strings(name: str) -> bool:
     r = TOOL_SPECS[name].regions[0]
     return r.render_args == "json" or (r.render_args == "xml" and r.params is not None
-                                       and not r.params.cdata)
+                                       and not r.params.cdata and r.params.decode != "json")
 
 
 def _typed_without_schema(name: str) -> bool:
@@ -37,7 +37,8 @@ def _typed_without_schema(name: str) -> bool:
     if r.render_args != "xml":
         return True
     assert r.params is not None
-    return "DSML" in r.params.open or r.params.open.endswith("key=")
+    return ("DSML" in r.params.open or r.params.open.endswith("key=")
+            or r.params.decode != "schema")
 
 
 def cases(name: str) -> list[dict[str, Any]]:
@@ -55,7 +56,7 @@ def cases(name: str) -> list[dict[str, Any]]:
         {"name": "single", "text": call, "tools": TOOLS,
          "tool_calls": [{"name": "get_weather", "arguments": weather}]},
         {"name": "content_before", "text": "Let me check. " + call, "tools": TOOLS,
-         "content": "Let me check.",
+         "content": "Let me check. " if spec.keep_ws else "Let me check.",
          "tool_calls": [{"name": "get_weather", "arguments": weather}]}
         if marker not in spec.anchored else  # a bare "[" / "{" counts only at the start
         {"name": "content_before", "text": "Let me check. " + call, "tools": TOOLS,
@@ -85,8 +86,10 @@ def cases(name: str) -> list[dict[str, Any]]:
                     "content": "Done.",
                     "tool_calls": [{"name": "get_weather", "arguments": weather}]})
     if len(marker) > 1:
+        bare = spec.regions[0].bare_give_back  # the marker is a control token: not text
         out.append({"name": "truncated_at_marker", "tools": TOOLS,
-                    "text": "Checking. " + marker, "content": "Checking. " + marker,
+                    "text": "Checking. " + marker,
+                    "content": "Checking." if bare else "Checking. " + marker,
                     "allow_markers": [m for m in spec.special_markers() if m in marker]})
     return out
 
