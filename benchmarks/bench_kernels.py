@@ -180,8 +180,8 @@ def print_table(rows: list[dict]) -> None:
 
 H200_BYTES_PER_S = 4.8e12
 STATIC_CASES = (  # (kernel, case) rows of the static table; `--static --all` prints every case
-    ("_apply_token_bitmask_kernel", "fp32 V=128256"), ("_apply_token_bitmask_kernel", "fp32 V=151669"),
-    ("_apply_token_bitmask_kernel", "bf16 V=128256"), ("_apply_token_bitmask_kernel", "bf16 V=151669"),
+    *(("_apply_token_bitmask_kernel", f"{d} {c}") for d in ("fp32", "bf16")
+      for c in ("V=128256", "V=151669", "V=151669 stride=151680", "V=151669 B=1")),
     ("_update_reasoning_kernel", "marker=1 B=64 slots"),
     ("_sample_kernel", "fp32 plain splits=1"), ("_sample_kernel", "fp32 mask+rows+reasoning splits=1"),
     ("_sample_kernel", "fp32 mask+rows+reasoning splits=64"),
@@ -222,8 +222,9 @@ def static_report(show_all: bool) -> None:
             print(f"{r.kernel} | {r.case} | {r.arch} | {r.num_warps} | {r.registers} | "
                   f"{r.shared_bytes} | {r.local_bytes} | {r.stack_bytes} | "
                   f"{_widths(r.global_ops, 'ld')} | {_widths(r.global_ops, 'st')} | {atom}")
-    print("\nld/st counts are instructions in the PTX (per thread, loop body once), not executed "
-          "counts.\n")
+    print("\nld/st: instructions in the PTX (per thread, each loop body and branch once), not "
+          "executed counts; the bitmask kernel has a bounds-free branch for programs inside the "
+          "row and a bounded one for the last.\n")
     kinds = ("1 banned", "50% random", "99% banned")
     print("dtype | B | V | in place MB (" + " / ".join(kinds) + ") | in place us | fused MB | "
           "fused us | unconstrained MB | us | anchor (in place, 50% random)")

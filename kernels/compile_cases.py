@@ -5,7 +5,8 @@ CPU tensors, so the constexprs, dtypes, alignments and options are the launcher'
 CUDA launch specializes on, and what the matrix covers:
 
 - bitmask: logits dtype (3) x ``indices`` or not x row stride a multiple of 16 elements or not
-  (V = 128,256 vs 151,669): 12 specializations, all of them.
+  (V = 128,256 vs 151,669) x V a multiple of 16 or not (151,669 in rows padded to 151,680):
+  all of them; plus one row (the launcher passes stride 0 there).
 - reasoning: ``slots`` or not x longest marker (1 token, 4 tokens) x batch of 1 row (Triton makes
   an int argument equal to 1 a constant) or more: 8.
 - sampler: 6 flags (mask, grammar rows, reasoning, slots, floor, logprobs), 3 dtypes and
@@ -63,11 +64,15 @@ def _bitmask(record: Record, out: list) -> None:
     from thinkgate.kernels import bitmask
 
     for name, dtype in DTYPES.items():
-        for vocab in (VOCAB_ALIGNED, VOCAB_UNALIGNED):
-            for indices in (None, torch.tensor([1], dtype=torch.int32)):
-                logits = torch.zeros(2, vocab, dtype=dtype)
-                mask = torch.zeros(2, triton.cdiv(vocab, 32), dtype=torch.int32)
-                case = f"{name} V={vocab}" + (" indices" if indices is not None else "")
+        for vocab, rows, width in ((VOCAB_ALIGNED, 2, VOCAB_ALIGNED),
+                                   (VOCAB_UNALIGNED, 2, VOCAB_UNALIGNED),
+                                   (VOCAB_UNALIGNED, 2, VOCAB_UNALIGNED + 11),  # padded rows
+                                   (VOCAB_UNALIGNED, 1, VOCAB_UNALIGNED)):
+            for indices in (None, torch.tensor([rows - 1], dtype=torch.int32)):
+                logits = torch.zeros(rows, width, dtype=dtype)[:, :vocab]
+                mask = torch.zeros(rows, triton.cdiv(vocab, 32), dtype=torch.int32)
+                case = (f"{name} V={vocab}" + (f" stride={width}" if width != vocab else "")
+                        + (" B=1" if rows == 1 else "") + (" indices" if indices is not None else ""))
                 record(bitmask, "_apply_token_bitmask_kernel", case, out,
                        lambda lg=logits, m=mask, i=indices:
                        bitmask.apply_token_bitmask_inplace_triton(lg, m, i))
