@@ -187,6 +187,9 @@ STATIC_CASES = (  # (kernel, case) rows of the static table; `--static --all` pr
     ("_sample_kernel", "fp32 mask+rows+reasoning splits=64"),
     ("_sample_kernel", "bf16 all+logprobs splits=1"),
     ("_sample_kernel", "fp32 all+logprobs splits=1 V=151669"),
+    ("_sample_kernel", "fp32 mask+rows+reasoning splits=1 V=151669 stride=151680"),
+    ("_sample_kernel", "fp32 mask+rows+reasoning splits=1 V=151669 B=1"),
+    ("_sample_kernel", "bf16 mask+rows+reasoning splits=1 V=151669 B=1"),
 )
 # published numbers to hold the roofline against (../shared/reference/perf_anchors.md)
 ANCHORS = {

@@ -106,16 +106,21 @@ def _sampler(record: Record, out: list) -> None:
         case = f"{dtype} {flags} splits={num_splits}" + (
             f" V={vocab}" if vocab != VOCAB_ALIGNED else "")
         _record_sample(record, out, case, SAMPLER_FLAGS[flags], DTYPES[dtype], vocab, num_splits)
+    for dtype in ("fp32", "bf16"):  # V = 151,669 in padded rows, and in one row (stride 0)
+        for rows, width, label in ((2, VOCAB_UNALIGNED + 11, "stride=151680"), (1, None, "B=1")):
+            case = f"{dtype} mask+rows+reasoning splits=1 V={VOCAB_UNALIGNED} {label}"
+            _record_sample(record, out, case, SAMPLER_FLAGS["mask+rows+reasoning"],
+                           DTYPES[dtype], VOCAB_UNALIGNED, 1, rows, width)
 
 
 def _record_sample(record: Record, out: list, case: str, flags: tuple[bool, ...],
-                   dtype: torch.dtype, vocab: int, num_splits: int) -> None:
+                   dtype: torch.dtype, vocab: int, num_splits: int, rows: int = 2,
+                   width: int | None = None) -> None:
     from thinkgate.kernels import sampling
     from thinkgate.kernels.reasoning import ReasoningState
 
     has_mask, has_rows, has_reasoning, has_slots, has_floor, logprobs = flags
-    rows = 2
-    logits = torch.zeros(rows, vocab, dtype=dtype)
+    logits = torch.zeros(rows, width or vocab, dtype=dtype)[:, :vocab]
     kwargs = {
         "bitmask": torch.zeros(rows, triton.cdiv(vocab, 32), dtype=torch.int32)
         if has_mask else None,

@@ -201,8 +201,12 @@ def _sample_kernel(
         bits = ((words[:, None] >> (((r % 8) * 4)[:, None] + j[None, :])) & 1) != 0
         allowed = in_row & ((~use_mask) | (bits & (col < cover)))
         some = (~use_mask) | (words != 0)[:, None]
-        x = tl.load(logits_ptr + row * logits_row_stride + col, mask=in_row & some,
-                    other=float("-inf")).to(tl.float32)
+        if t + TILE <= num_cols:  # no bounds mask: 128-bit loads when rows are 16-aligned
+            x = tl.load(logits_ptr + row * logits_row_stride + col, mask=some,
+                        other=float("-inf")).to(tl.float32)
+        else:
+            x = tl.load(logits_ptr + row * logits_row_stride + col, mask=in_row & some,
+                        other=float("-inf")).to(tl.float32)
         allowed = allowed & (x == x) & (x >= floor)
         if scale > 0:
             c0 = (t // 4 + r).to(tl.uint32)
@@ -342,10 +346,11 @@ def sample_triton(
     scale = temperature_scale(temperature)
     st = reasoning
     di, df = ws_i, ws_f  # stand-ins for absent int / float tensors (never read)
+    single = num_rows == 1  # row 0 only: a stride of 0 lets Triton assume aligned rows
     _sample_kernel[(num_rows, splits)](
-        logits, logits.stride(0), num_cols,
+        logits, 0 if single else logits.stride(0), num_cols,
         bitmask if bitmask is not None else di,
-        bitmask.stride(0) if bitmask is not None else 0,
+        bitmask.stride(0) if bitmask is not None and not single else 0,
         bitmask.shape[1] if bitmask is not None else 0,
         min(cover if cover is not None else 2**31 - 1,
             32 * bitmask.shape[1] if bitmask is not None else 0),
