@@ -226,8 +226,8 @@ def static_report(show_all: bool) -> None:
                   f"{r.shared_bytes} | {r.local_bytes} | {r.stack_bytes} | "
                   f"{_widths(r.global_ops, 'ld')} | {_widths(r.global_ops, 'st')} | {atom}")
     print("\nld/st: instructions in the PTX (per thread, each loop body and branch once), not "
-          "executed counts; the bitmask kernel has a bounds-free branch for programs inside the "
-          "row and a bounded one for the last.\n")
+          "executed counts; the bitmask kernel and the sampler's loop each hold a bounds-free "
+          "branch (blocks inside the row) and a bounded one (the row's end).\n")
     kinds = ("1 banned", "50% random", "99% banned")
     print("dtype | B | V | in place MB (" + " / ".join(kinds) + ") | in place us | fused MB | "
           "fused us | unconstrained MB | us | anchor (in place, 50% random)")
