@@ -190,6 +190,8 @@ STATIC_CASES = (  # (kernel, case) rows of the static table; `--static --all` pr
     ("_sample_kernel", "fp32 mask+rows+reasoning splits=1 V=151669 stride=151680"),
     ("_sample_kernel", "fp32 mask+rows+reasoning splits=1 V=151669 B=1"),
     ("_sample_kernel", "bf16 mask+rows+reasoning splits=1 V=151669 B=1"),
+    ("_paged_decode_kernel", "bf16 Qwen3-0.6B block=16"),
+    ("_paged_decode_kernel", "bf16 Gemma-3 block=16"),
 )
 # published numbers to hold the roofline against (../shared/reference/perf_anchors.md)
 ANCHORS = {
@@ -203,6 +205,9 @@ def _widths(ops: dict[str, int], kind: str) -> str:
     out = []
     for name, n in sorted(ops.items(), key=lambda kv: -kv[1]):
         parts = name.split(".")
+        if parts[0] == "cp" and kind == "ld":  # cp.async...shared.global.0x10: 16-byte copies
+            out.append(f"{n}x{int(parts[-1], 16) * 8}async")
+            continue
         if parts[0] != kind:
             continue
         lanes = int(parts[2][1:]) if parts[2].startswith("v") else 1

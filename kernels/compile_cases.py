@@ -57,7 +57,32 @@ def all_launches(record: Record) -> list:
     _bitmask(record, out)
     _reasoning(record, out)
     _sampler(record, out)
+    _paged_attention(record, out)
     return out
+
+
+PAGED_SHAPES = {  # model -> (heads, kv_heads, head_dim) of the paged decode kernel's cases
+    "SmolLM2-135M": (9, 3, 64),
+    "Qwen3-0.6B": (16, 8, 128),
+    "Llama-3-8B": (32, 8, 128),
+    "Qwen3-32B": (64, 8, 128),
+    "Gemma-3": (8, 4, 256),
+}
+
+
+def _paged_attention(record: Record, out: list) -> None:
+    from thinkgate.kernels import paged_attention
+
+    cases = [(m, "bf16") for m in PAGED_SHAPES] + [("Qwen3-0.6B", "fp32"), ("Qwen3-0.6B", "fp16")]
+    for model, dtype in cases:
+        heads, kv_heads, dim = PAGED_SHAPES[model]
+        q = torch.zeros(2, heads, dim, dtype=DTYPES[dtype])
+        cache = torch.zeros(5, 16, kv_heads, dim, dtype=DTYPES[dtype])
+        tables = torch.zeros(2, 2, dtype=torch.int32)
+        lens = torch.full((2,), 17, dtype=torch.int32)
+        record(paged_attention, "_paged_decode_kernel", f"{dtype} {model} block=16", out,
+               lambda q=q, c=cache, t=tables, n=lens:
+               paged_attention.paged_decode_attention_triton(q, c, c, t, n, 0.1))
 
 
 def _bitmask(record: Record, out: list) -> None:

@@ -123,8 +123,13 @@ def compile_launch(launch: Launch, arch: int) -> KernelReport:
 
 
 def global_memory_ops(ptx: str) -> dict[str, int]:
-    """Count of each global load/store/atomic mnemonic in the PTX, e.g. ld.global.v4.b32."""
-    ops = re.findall(r"^\s*(?:@%p\d+\s+)?((?:ld|st|atom|red)\.global[\w.]*)", ptx, re.MULTILINE)
+    """Count of each global load/store/atomic mnemonic in the PTX, e.g. ld.global.v4.b32, and of
+    asynchronous global-to-shared copies (cp.async.cg.shared.global, with their byte count)."""
+    ops = re.findall(r"^\s*(?:@%p\d+\s+)?((?:ld|st|atom|red)\.global[\w.]*"
+                     r"|cp\.async\.\w+\.shared\.global(?:\.[\w:]+)*\s*\[[^]]*\],\s*\[[^]]*\],\s*(?:0x)?\w+)",
+                     ptx, re.MULTILINE)
+    ops = [re.sub(r"\s*\[[^]]*\],\s*\[[^]]*\],\s*", ".", op) if op.startswith("cp.") else op
+           for op in ops]
     return dict(sorted(Counter(ops).items()))
 
 
