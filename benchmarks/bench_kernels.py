@@ -1,6 +1,7 @@
 """Kernel benchmark: our bitmask and fused sampler vs xgrammar's kernels (+ torch sampling).
 
     python -m thinkgate.benchmarks.bench_kernels [--quick] [--json out.json]
+    python -m thinkgate.benchmarks.bench_kernels --static   # no GPU needed
 
 On CUDA: medians from `triton.testing.do_bench` (L2 flushed) over B x V x dtype x mask, for
 ours vs xgrammar's Triton and CUDA `apply_token_bitmask_inplace`, and fused mask+sample vs
@@ -9,6 +10,11 @@ GB/s counts the bytes our design must move (a mixed 32-column word is read and w
 all-banned word only written, an all-allowed word not touched; the fused sampler reads every
 word that allows something), and % is of a measured device copy. On CPU the same table on
 smaller shapes compares our CPU path (the torch twins) with xgrammar's CPU kernel.
+
+`--static` needs no GPU: every kernel compiled ahead of time for sm_80/90/100
+(`kernels/compile_cuda.py`): registers, shared/local memory, global load/store instructions and
+widths in the PTX, then bytes each call must move (the GB/s model above) at V = 128,256 and
+151,669, B = 1 and 64, and that traffic's time at H200's 4.8 TB/s next to published anchors.
 """
 
 from __future__ import annotations
@@ -172,11 +178,95 @@ def print_table(rows: list[dict]) -> None:
                          else str(r.get(c, "")) for c in cols))
 
 
+H200_BYTES_PER_S = 4.8e12
+STATIC_CASES = (  # (kernel, case) rows of the static table; `--static --all` prints every case
+    *(("_apply_token_bitmask_kernel", f"{d} {c}") for d in ("fp32", "bf16")
+      for c in ("V=128256", "V=151669", "V=151669 stride=151680", "V=151669 B=1")),
+    ("_update_reasoning_kernel", "marker=1 B=64 slots"),
+    ("_sample_kernel", "fp32 plain splits=1"), ("_sample_kernel", "fp32 mask+rows+reasoning splits=1"),
+    ("_sample_kernel", "fp32 mask+rows+reasoning splits=64"),
+    ("_sample_kernel", "bf16 all+logprobs splits=1"),
+    ("_sample_kernel", "fp32 all+logprobs splits=1 V=151669"),
+    ("_sample_kernel", "fp32 mask+rows+reasoning splits=1 V=151669 stride=151680"),
+    ("_sample_kernel", "fp32 mask+rows+reasoning splits=1 V=151669 B=1"),
+    ("_sample_kernel", "bf16 mask+rows+reasoning splits=1 V=151669 B=1"),
+    ("_paged_decode_kernel", "bf16 Qwen3-0.6B block=16"),
+    ("_paged_decode_kernel", "bf16 Gemma-3 block=16"),
+)
+# published numbers to hold the roofline against (../shared/reference/perf_anchors.md)
+ANCHORS = {
+    (1, "fp32"): "xgrammar mask, any backend, H100: 5.4-6.2 us (launch floor)",
+    (64, "fp32"): "xgrammar mask B=64 V=128k 50%: Triton 45.4 us, CUDA 38.8 us (H100)",
+}
+
+
+def _widths(ops: dict[str, int], kind: str) -> str:
+    """'4x128 4x32' for {'ld.global.v4.b32': 4, 'ld.global.b32': 4} and kind 'ld'."""
+    out = []
+    for name, n in sorted(ops.items(), key=lambda kv: -kv[1]):
+        parts = name.split(".")
+        if parts[0] == "cp" and kind == "ld":  # cp.async...shared.global.0x10: 16-byte copies
+            out.append(f"{n}x{int(parts[-1], 16) * 8}async")
+            continue
+        if parts[0] != kind:
+            continue
+        lanes = int(parts[2][1:]) if parts[2].startswith("v") else 1
+        bits = int("".join(ch for ch in parts[-1] if ch.isdigit()) or 0)
+        out.append(f"{n}x{lanes * bits}")
+    return " ".join(out) or "-"
+
+
+def static_report(show_all: bool) -> None:
+    from thinkgate.kernels.compile_cuda import compile_all
+
+    reports = compile_all()
+    wanted = set(STATIC_CASES)
+    print("kernel | case | sm | warps | regs | shared B | local B | stack B | ld.global "
+          "(count x bits) | st.global | atomics")
+    print(" | ".join("---" for _ in range(11)))
+    for r in reports:
+        if show_all or (r.kernel, r.case) in wanted:
+            atom = sum(n for k, n in r.global_ops.items() if k.startswith(("atom", "red")))
+            print(f"{r.kernel} | {r.case} | {r.arch} | {r.num_warps} | {r.registers} | "
+                  f"{r.shared_bytes} | {r.local_bytes} | {r.stack_bytes} | "
+                  f"{_widths(r.global_ops, 'ld')} | {_widths(r.global_ops, 'st')} | {atom}")
+    print("\nld/st: instructions in the PTX (per thread, each loop body and branch once), not "
+          "executed counts; the bitmask kernel and the sampler's loop each hold a bounds-free "
+          "branch (blocks inside the row) and a bounded one (the row's end).\n")
+    kinds = ("1 banned", "50% random", "99% banned")
+    print("dtype | B | V | in place MB (" + " / ".join(kinds) + ") | in place us | fused MB | "
+          "fused us | unconstrained MB | us | anchor (in place, 50% random)")
+    print(" | ".join("---" for _ in range(10)))
+    gen = torch.Generator().manual_seed(0)
+    for dtype, size in (("fp32", 4), ("bf16", 2)):
+        for v in (128_256, 151_669):
+            for b in (1, 64):
+                moved = [traffic(make_bitmask(k, b, v, None, gen), v, size) for k in kinds]
+                plain = b * v * size + 8 * b
+
+                def fmt(nbytes: list[float], scale: float) -> str:
+                    return " / ".join(f"{n * scale:.2f}" for n in nbytes)
+
+                inplace, fused = [m[0] for m in moved], [m[1] for m in moved]
+                us = 1e6 / H200_BYTES_PER_S
+                anchor = ANCHORS.get((b, dtype), "") if v == 128_256 else ""
+                print(f"{dtype} | {b} | {v} | {fmt(inplace, 1e-6)} | {fmt(inplace, us)} | "
+                      f"{fmt(fused, 1e-6)} | {fmt(fused, us)} | {plain / 1e6:.2f} | "
+                      f"{plain * us:.2f} | {anchor}")
+    print("\nreasoning update: ~40 B per row (ids, 6 int32 reads, 3 writes): latency bound.")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few shapes only")
     parser.add_argument("--json", help="also write the rows as JSON to this path")
+    parser.add_argument("--static", action="store_true",
+                        help="compile for sm_80/90/100 and print resources and rooflines (no GPU)")
+    parser.add_argument("--all", action="store_true", help="with --static: every compiled case")
     args = parser.parse_args(argv)
+    if args.static:
+        static_report(args.all)
+        return
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type == "cuda":
         batches, vocabs = [1, 8, 64, 256, 1024], [32000, 128256, 151936, 262144]

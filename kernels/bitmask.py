@@ -108,17 +108,38 @@ def _apply_token_bitmask_kernel(
     else:
         row = tl.program_id(0).to(tl.int64)
     w = tl.program_id(1) * WORDS + tl.arange(0, WORDS)  # (WORDS,)
+    logits_row = logits_ptr + row * logits_row_stride
+    bitmask_row = bitmask_ptr + row * bitmask_row_stride
+    # Programs wholly inside the row and the mask need no bounds masks, so with 16-element
+    # aligned rows their accesses are 128-bit even when V is not a multiple of 16.
+    end_word = (tl.program_id(1) + 1) * WORDS
+    if (end_word * 32 <= num_cols) & (end_word <= num_words):
+        _mask_words(logits_row, bitmask_row, w, num_cols, num_words, cover, False)
+    else:
+        _mask_words(logits_row, bitmask_row, w, num_cols, num_words, cover, True)
+
+
+@triton.jit
+def _mask_words(logits_row, bitmask_row, w, num_cols, num_words, cover, BOUNDED: tl.constexpr):
+    """Mask the 32-column words `w` of one row; BOUNDED: some of them may lie past the row."""
     bit = tl.arange(0, 32)
-    words = tl.load(bitmask_ptr + row * bitmask_row_stride + w, mask=w < num_words, other=0)
+    if BOUNDED:
+        words = tl.load(bitmask_row + w, mask=w < num_words, other=0)
+    else:
+        words = tl.load(bitmask_row + w)
     col = w[:, None] * 32 + bit[None, :]  # (WORDS, 32)
     allowed = (((words[:, None] >> bit[None, :]) & 1) != 0) & (col < cover)
     num_allowed = tl.sum(allowed.to(tl.int32), axis=1)  # (WORDS,)
     some_banned = (num_allowed < 32)[:, None]
     mixed = some_banned & (num_allowed > 0)[:, None]
-    in_row = col < num_cols
-    ptrs = logits_ptr + row * logits_row_stride + col
-    x = tl.load(ptrs, mask=in_row & mixed, other=0.0)
-    tl.store(ptrs, tl.where(allowed, x, float("-inf")), mask=in_row & some_banned)
+    ptrs = logits_row + col
+    if BOUNDED:
+        in_row = col < num_cols
+        x = tl.load(ptrs, mask=in_row & mixed, other=0.0)
+        tl.store(ptrs, tl.where(allowed, x, float("-inf")), mask=in_row & some_banned)
+    else:
+        x = tl.load(ptrs, mask=mixed, other=0.0)
+        tl.store(ptrs, tl.where(allowed, x, float("-inf")), mask=some_banned)
 
 
 def check_logits_and_bitmask(logits: object, bitmask: object) -> None:
@@ -193,12 +214,14 @@ def apply_token_bitmask_inplace_triton(
     if num_rows == 0 or num_cols == 0:
         return
     grid = (num_rows, triton.cdiv(num_cols, 32 * _WORDS_PER_PROGRAM))
+    single = logits2.shape[0] == 1  # row 0 only: any stride gives the same addresses, and a
+    # stride of 0 lets Triton assume aligned rows (128-bit accesses at any V)
     _apply_token_bitmask_kernel[grid](
         logits2,
         bitmask2,
         indices if indices is not None else bitmask2,
-        logits2.stride(0),
-        bitmask2.stride(0),
+        0 if single else logits2.stride(0),
+        0 if single else bitmask2.stride(0),
         num_cols,
         bitmask2.shape[1],
         _cover(bitmask2, vocab_size),

@@ -201,8 +201,12 @@ def _sample_kernel(
         bits = ((words[:, None] >> (((r % 8) * 4)[:, None] + j[None, :])) & 1) != 0
         allowed = in_row & ((~use_mask) | (bits & (col < cover)))
         some = (~use_mask) | (words != 0)[:, None]
-        x = tl.load(logits_ptr + row * logits_row_stride + col, mask=in_row & some,
-                    other=float("-inf")).to(tl.float32)
+        if t + TILE <= num_cols:  # no bounds mask: 128-bit loads when rows are 16-aligned
+            x = tl.load(logits_ptr + row * logits_row_stride + col, mask=some,
+                        other=float("-inf")).to(tl.float32)
+        else:
+            x = tl.load(logits_ptr + row * logits_row_stride + col, mask=in_row & some,
+                        other=float("-inf")).to(tl.float32)
         allowed = allowed & (x == x) & (x >= floor)
         if scale > 0:
             c0 = (t // 4 + r).to(tl.uint32)
@@ -289,14 +293,26 @@ def _workspace(
     return ws
 
 
+CUDA_TILE = 2048  # columns per loop iteration on CUDA (8192 under the interpreter)
+MAX_SPLITS = 256
+# A register target for ptxas: without one, Triton's ptxas flags (--regAllocOptLevel=2) spill a
+# few values that live across the column loop on sm_90, at as few as 48 registers.
+MAX_REGISTERS = 128
+
+
 def default_num_splits(num_rows: int, num_cols: int, device: torch.device, tile: int) -> int:
     """Programs per row: enough for ~4 waves of programs on a GPU, 1 elsewhere (a power of 2)."""
     if device.type != "cuda" or num_rows == 0:
         return 1
     sms = torch.cuda.get_device_properties(device).multi_processor_count
-    want = triton.next_power_of_2(triton.cdiv(4 * sms, num_rows))
+    return num_splits_for(num_rows, num_cols, sms, tile)
+
+
+def num_splits_for(num_rows: int, num_cols: int, num_sms: int, tile: int) -> int:
+    """`default_num_splits` on a GPU with `num_sms` multiprocessors (a power of 2)."""
+    want = triton.next_power_of_2(triton.cdiv(4 * num_sms, max(num_rows, 1)))
     most = max(1, triton.next_power_of_2(triton.cdiv(num_cols, tile) + 1) // 2)
-    return max(1, min(want, most, 256))
+    return max(1, min(want, most, MAX_SPLITS))
 
 
 def sample_triton(
@@ -321,7 +337,7 @@ def sample_triton(
     lp = torch.empty(num_rows, dtype=torch.float32, device=device) if logprobs else None
     if num_rows == 0:
         return ids, lp
-    tile = tile or (2048 if device.type == "cuda" else 8192)
+    tile = tile or (CUDA_TILE if device.type == "cuda" else 8192)
     splits = num_splits or default_num_splits(num_rows, num_cols, device, tile)
     if splits & (splits - 1):
         raise ValueError(f"num_splits must be a power of 2, got {splits}")
@@ -330,10 +346,11 @@ def sample_triton(
     scale = temperature_scale(temperature)
     st = reasoning
     di, df = ws_i, ws_f  # stand-ins for absent int / float tensors (never read)
+    single = num_rows == 1  # row 0 only: a stride of 0 lets Triton assume aligned rows
     _sample_kernel[(num_rows, splits)](
-        logits, logits.stride(0), num_cols,
+        logits, 0 if single else logits.stride(0), num_cols,
         bitmask if bitmask is not None else di,
-        bitmask.stride(0) if bitmask is not None else 0,
+        bitmask.stride(0) if bitmask is not None and not single else 0,
         bitmask.shape[1] if bitmask is not None else 0,
         min(cover if cover is not None else 2**31 - 1,
             32 * bitmask.shape[1] if bitmask is not None else 0),
@@ -349,6 +366,6 @@ def sample_triton(
         HAS_MASK=bitmask is not None, HAS_GRAMMAR_ROWS=grammar_rows is not None,
         HAS_REASONING=st is not None, HAS_SLOTS=slots is not None, HAS_FLOOR=floor is not None,
         LOGPROBS=logprobs, MAX_END_LEN=st.max_end_len if st else 1, SPLITS=splits, TILE=tile,
-        num_warps=8, enable_fp_fusion=False,
+        num_warps=8, enable_fp_fusion=False, maxnreg=MAX_REGISTERS,
     )
     return ids, lp

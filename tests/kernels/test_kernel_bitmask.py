@@ -43,6 +43,23 @@ def test_triton_matches_twin(vocab: int, dtype: torch.dtype, which: str, gen, de
         assert torch.equal(ours[1], logits[1])  # a row not in indices is untouched
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("rows", "vocab", "pad", "words"), [
+    (1, 3 * 2048 + 5, 0, None),  # one row: launched with stride 0; full programs and a tail
+    (1, 2048, 0, None),  # one row, every program full
+    (2, 3 * 2048 + 5, 11, None),  # rows padded to a multiple of 16: full programs unmasked
+    (2, 3 * 2048, 16, 2 * 64 + 3),  # bitmask narrower than the row: mask bounds end early
+])
+def test_full_and_tail_programs_match_twin(rows, vocab, pad, words, dtype, gen, device) -> None:
+    logits = random_logits(rows, vocab, dtype, gen, pad=pad).to(device)
+    bitmask = random_bitmask(rows, vocab, gen)[:, :words].contiguous().to(device)
+    for indices in (None, [rows - 1]):
+        ours, twin = logits.clone(), logits.clone()
+        apply_token_bitmask_inplace_triton(ours, bitmask, check_indices(indices, rows, ours.device))
+        apply_token_bitmask_inplace_ref(twin, bitmask, indices)
+        assert torch.equal(ours, twin), (indices, rows, vocab, pad)
+
+
 @pytest.mark.parametrize("indices", [[], torch.zeros(0, dtype=torch.int32)])
 def test_empty_indices_change_nothing(indices, gen, device) -> None:
     logits = random_logits(3, 1000, torch.float16, gen).to(device)

@@ -127,6 +127,20 @@ def test_row_results_do_not_depend_on_the_batch(gen, device) -> None:
     assert sub.tolist() == full[[4, 1]].tolist()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("splits", [1, 2])
+def test_one_row_full_and_tail_tiles_match_twin(dtype, splits: int, gen, device) -> None:
+    """One row is launched with stride 0, and tiles wholly inside the row load without a
+    bounds mask: every row of a batch, sampled alone, gives the twin's id and logprob."""
+    logits = random_logits(4, 3 * 512 + 5, dtype, gen, pad=3).to(device)
+    bitmask = random_bitmask(4, 3 * 512 + 5, gen).to(device)
+    kw = _inputs(4, device, gen)
+    for row in range(4):
+        one = {k: v[row:row + 1] for k, v in kw.items()}
+        _both(logits[row:row + 1], splits, 512, **one)
+        _both(logits[row:row + 1], splits, 512, bitmask=bitmask[row:row + 1], **one)
+
+
 def test_bad_arguments_raise_value_error(device) -> None:
     logits = torch.zeros(2, 64, device=device)
     ok = SamplingTensors.from_lists([1.0, 1.0], device=device)

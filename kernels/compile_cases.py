@@ -1,0 +1,164 @@
+"""The CUDA specializations each launcher can request: the matrix `compile_cuda` compiles.
+
+Every case calls the real launcher (the ``*_triton`` function the dispatcher calls on CUDA) on
+CPU tensors, so the constexprs, dtypes, alignments and options are the launcher's own. What a
+CUDA launch specializes on, and what the matrix covers:
+
+- bitmask: logits dtype (3) x ``indices`` or not x row stride a multiple of 16 elements or not
+  (V = 128,256 vs 151,669) x V a multiple of 16 or not (151,669 in rows padded to 151,680):
+  all of them; plus one row (the launcher passes stride 0 there).
+- reasoning: ``slots`` or not x longest marker (1 token, 4 tokens) x batch of 1 row (Triton makes
+  an int argument equal to 1 a constant) or more: 8.
+- sampler: 6 flags (mask, grammar rows, reasoning, slots, floor, logprobs), 3 dtypes and
+  SPLITS in {1, 2, ..., 128} (`num_splits_for` at V <= 262,144 on 108-148 SMs) multiply to
+  thousands, so the matrix takes the flag sets the engine and the public API use (below) in
+  fp32 at SPLITS 1 and the largest, the lightest and heaviest flag sets in fp16 and bf16, every
+  SPLITS value once for the engine's constrained-reasoning set, and the heaviest set at an
+  unaligned row stride. SPLITS > 1 values differ only in the length of the final reduction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import triton
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+VOCAB_ALIGNED, VOCAB_UNALIGNED = 128_256, 151_669  # rows of 128,256: 16-element aligned strides
+SMS = (108, 132, 148)  # A100, H100/H200, B200
+LARGEST_VOCAB = 262_144
+SAMPLER_FLAGS = {  # name -> (mask, grammar_rows, reasoning, slots, floor, logprobs)
+    "plain": (False, False, False, False, False, False),
+    "floor": (False, False, False, False, True, False),
+    "mask": (True, False, False, False, False, False),
+    "mask+rows": (True, True, False, False, False, False),
+    "mask+rows+reasoning": (True, True, True, True, False, False),
+    "mask+rows+reasoning+floor": (True, True, True, True, True, False),
+    "reasoning-no-slots": (False, False, True, False, False, False),
+    "plain+logprobs": (False, False, False, False, False, True),
+    "all+logprobs": (True, True, True, True, True, True),
+}
+
+Record = Callable[[object, str, str, list, Callable[[], None]], None]
+
+
+def dispatcher_splits() -> list[int]:
+    """Every SPLITS value `sample_triton` picks on CUDA for V <= 262,144 on the SMS GPUs."""
+    from thinkgate.kernels.sampling import CUDA_TILE, num_splits_for
+
+    vocabs = (32_000, VOCAB_ALIGNED, VOCAB_UNALIGNED, 151_936, LARGEST_VOCAB)
+    return sorted({num_splits_for(b, v, sms, CUDA_TILE)
+                   for b in range(1, 1025) for v in vocabs for sms in SMS})
+
+
+def all_launches(record: Record) -> list:
+    out: list = []
+    _bitmask(record, out)
+    _reasoning(record, out)
+    _sampler(record, out)
+    _paged_attention(record, out)
+    return out
+
+
+PAGED_SHAPES = {  # model -> (heads, kv_heads, head_dim) of the paged decode kernel's cases
+    "SmolLM2-135M": (9, 3, 64),
+    "Qwen3-0.6B": (16, 8, 128),
+    "Llama-3-8B": (32, 8, 128),
+    "Qwen3-32B": (64, 8, 128),
+    "Gemma-3": (8, 4, 256),
+}
+
+
+def _paged_attention(record: Record, out: list) -> None:
+    from thinkgate.kernels import paged_attention
+
+    cases = [(m, "bf16") for m in PAGED_SHAPES] + [("Qwen3-0.6B", "fp32"), ("Qwen3-0.6B", "fp16")]
+    for model, dtype in cases:
+        heads, kv_heads, dim = PAGED_SHAPES[model]
+        q = torch.zeros(2, heads, dim, dtype=DTYPES[dtype])
+        cache = torch.zeros(5, 16, kv_heads, dim, dtype=DTYPES[dtype])
+        tables = torch.zeros(2, 2, dtype=torch.int32)
+        lens = torch.full((2,), 17, dtype=torch.int32)
+        record(paged_attention, "_paged_decode_kernel", f"{dtype} {model} block=16", out,
+               lambda q=q, c=cache, t=tables, n=lens:
+               paged_attention.paged_decode_attention_triton(q, c, c, t, n, 0.1))
+
+
+def _bitmask(record: Record, out: list) -> None:
+    from thinkgate.kernels import bitmask
+
+    for name, dtype in DTYPES.items():
+        for vocab, rows, width in ((VOCAB_ALIGNED, 2, VOCAB_ALIGNED),
+                                   (VOCAB_UNALIGNED, 2, VOCAB_UNALIGNED),
+                                   (VOCAB_UNALIGNED, 2, VOCAB_UNALIGNED + 11),  # padded rows
+                                   (VOCAB_UNALIGNED, 1, VOCAB_UNALIGNED)):
+            for indices in (None, torch.tensor([rows - 1], dtype=torch.int32)):
+                logits = torch.zeros(rows, width, dtype=dtype)[:, :vocab]
+                mask = torch.zeros(rows, triton.cdiv(vocab, 32), dtype=torch.int32)
+                case = (f"{name} V={vocab}" + (f" stride={width}" if width != vocab else "")
+                        + (" B=1" if rows == 1 else "") + (" indices" if indices is not None else ""))
+                record(bitmask, "_apply_token_bitmask_kernel", case, out,
+                       lambda lg=logits, m=mask, i=indices:
+                       bitmask.apply_token_bitmask_inplace_triton(lg, m, i))
+
+
+def _reasoning(record: Record, out: list) -> None:
+    from thinkgate.kernels import reasoning
+
+    for marker in ([7], [7, 8, 7, 9]):
+        for rows in (1, 64):
+            for with_slots in (False, True):
+                state = reasoning.ReasoningState.create([marker] * rows)
+                ids = torch.zeros(rows, dtype=torch.int64)
+                slots = torch.arange(rows, dtype=torch.int32) if with_slots else None
+                case = f"marker={len(marker)} B={rows}" + (" slots" if with_slots else "")
+                record(reasoning, "_update_reasoning_kernel", case, out,
+                       lambda s=state, i=ids, sl=slots:
+                       reasoning.update_reasoning_state_triton(s, i, sl))
+
+
+def _sampler(record: Record, out: list) -> None:
+    splits = dispatcher_splits()
+    most = splits[-1]
+    cases = [(f, "fp32", VOCAB_ALIGNED, s) for f in SAMPLER_FLAGS for s in sorted({1, most})]
+    cases += [(f, d, VOCAB_ALIGNED, s) for f in ("plain", "all+logprobs") for d in ("fp16", "bf16")
+              for s in (1, most)]
+    cases += [("mask+rows+reasoning", "fp32", VOCAB_ALIGNED, s) for s in splits
+              if s not in (1, most)]
+    cases += [("all+logprobs", "fp32", VOCAB_UNALIGNED, s) for s in (1, most)]
+    for flags, dtype, vocab, num_splits in cases:
+        case = f"{dtype} {flags} splits={num_splits}" + (
+            f" V={vocab}" if vocab != VOCAB_ALIGNED else "")
+        _record_sample(record, out, case, SAMPLER_FLAGS[flags], DTYPES[dtype], vocab, num_splits)
+    for dtype in ("fp32", "bf16"):  # V = 151,669 in padded rows, and in one row (stride 0)
+        for rows, width, label in ((2, VOCAB_UNALIGNED + 11, "stride=151680"), (1, None, "B=1")):
+            case = f"{dtype} mask+rows+reasoning splits=1 V={VOCAB_UNALIGNED} {label}"
+            _record_sample(record, out, case, SAMPLER_FLAGS["mask+rows+reasoning"],
+                           DTYPES[dtype], VOCAB_UNALIGNED, 1, rows, width)
+
+
+def _record_sample(record: Record, out: list, case: str, flags: tuple[bool, ...],
+                   dtype: torch.dtype, vocab: int, num_splits: int, rows: int = 2,
+                   width: int | None = None) -> None:
+    from thinkgate.kernels import sampling
+    from thinkgate.kernels.reasoning import ReasoningState
+
+    has_mask, has_rows, has_reasoning, has_slots, has_floor, logprobs = flags
+    logits = torch.zeros(rows, width or vocab, dtype=dtype)[:, :vocab]
+    kwargs = {
+        "bitmask": torch.zeros(rows, triton.cdiv(vocab, 32), dtype=torch.int32)
+        if has_mask else None,
+        "grammar_rows": torch.ones(rows, dtype=torch.bool) if has_rows else None,
+        "reasoning": ReasoningState.create([[7]] * rows) if has_reasoning else None,
+        "slots": torch.arange(rows, dtype=torch.int32) if has_slots else None,
+        "floor": torch.zeros(rows) if has_floor else None,
+        "cover": vocab if has_mask else None,
+        "logprobs": logprobs,
+        "num_splits": num_splits,
+        "tile": sampling.CUDA_TILE,
+    }
+    temperature = torch.ones(rows)
+    seeds = steps = torch.zeros(rows, dtype=torch.int64)
+    record(sampling, "_sample_kernel", case, out,
+           lambda: sampling.sample_triton(logits, temperature, seeds, steps, **kwargs))
