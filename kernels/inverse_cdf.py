@@ -78,22 +78,29 @@ def invert_np(cdf: np.ndarray, u: np.ndarray) -> np.ndarray:
     return at
 
 
-def invert_chunked(w: torch.Tensor, u: np.ndarray) -> np.ndarray:
-    """(R, D) int64: `invert_cdf` of weights `w` (R, V) fp32 (>= 0, each row's total > 0, V a
-    multiple of CHUNK) for each of the uniforms `u` (R, D). Each chunk is reduced on its own
-    and the rest runs in numpy on (R, V / CHUNK) sums, so a row never depends on its batch."""
+def invert_chunked(w: torch.Tensor, u: np.ndarray, totals: bool = False
+                   ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """(R, D) int64 (and with `totals` each row's total weight, float64): `invert_cdf` of weights `w` (R, V) fp32 (>= 0, each row's total > 0 and
+    finite, V a multiple of CHUNK) for each of the uniforms `u` (R, D).
+
+    Each chunk is reduced on its own and the rest (in float64) runs in numpy on (R, V / CHUNK)
+    sums, so a row never depends on its batch. In float64, u * total < total, so a chunk always
+    holds the target; only a rounding gap between a chunk's sum and its running sum can leave
+    `rest` past the chunk's end, and that takes the chunk's last weighted column."""
     num_rows, num_cols = w.shape
     num_chunks = num_cols // CHUNK
-    cdf = np.cumsum(w.view(num_rows, num_chunks, CHUNK).sum(dim=2).numpy(), axis=1)
-    chunk = invert_np(cdf, u)  # (R, D)
-    target = np.minimum((u * cdf[:, -1:]).astype(np.float32), cdf[:, -1:])
-    before = np.where(chunk > 0, np.take_along_axis(cdf, np.maximum(chunk - 1, 0), axis=1), 0)
-    rest = np.maximum(target - before, 0).astype(np.float32)  # (R, D)
-    local = w.numpy().reshape(num_rows, num_chunks, CHUNK)[np.arange(num_rows)[:, None], chunk]
-    local = np.cumsum(local, axis=2)  # (R, D, CHUNK)
+    sums = w.view(num_rows, num_chunks, CHUNK).sum(dim=2).numpy()
+    cdf = np.zeros((num_rows, num_chunks + 1))
+    np.cumsum(sums, axis=1, out=cdf[:, 1:])
+    target = u * cdf[:, -1:]  # (R, D)
+    chunk = (cdf[:, None, 1:] <= target[:, :, None]).sum(axis=2)  # first chunk past the target
+    every = np.arange(num_rows)[:, None]
+    rest = target - cdf[every, chunk]
+    local = np.cumsum(w.numpy().reshape(num_rows, num_chunks, CHUNK)[every, chunk], axis=2,
+                      dtype=np.float64)  # (R, D, CHUNK)
     at = (local <= rest[:, :, None]).sum(axis=2)
-    past = at >= CHUNK  # rounding put `rest` at the chunk's end: its last weighted column
-    if past.any():
+    if (at >= CHUNK).any():
         last = np.minimum((local < local[:, :, -1:]).sum(axis=2), CHUNK - 1)
-        at = np.where(past, last, at)
-    return chunk * CHUNK + at
+        at = np.where(at >= CHUNK, last, at)
+    ids = chunk * CHUNK + at
+    return (ids, cdf[:, -1]) if totals else ids

@@ -43,6 +43,7 @@ from thinkgate.kernels.inverse_cdf import (
 
 MAX_DRAWS = 6
 MAX_TOP_K = 1024
+PIECE = 32  # columns per piece when `top_candidates` skips most of a row
 
 
 def sample_filtered(
@@ -92,28 +93,29 @@ def sample_filtered(
 
 def top_candidates(x: torch.Tensor, width: int) -> tuple[np.ndarray, np.ndarray]:
     """(values fp32, columns int64), each (R, width), of the `width` largest entries of each
-    row of `x` (R, V), values descending (ties in any order). Reads only the `width` chunks of
-    `CHUNK` columns with the largest maxima when they are a small part of the row."""
+    row of `x` (R, V), values descending (ties in any order).
+
+    When `width` pieces of `PIECE` columns are a small part of the row, only those with the
+    `width` largest maxima are read: every entry outside them is <= the `width`-th largest
+    maximum, itself <= the row's `width`-th largest value, so they hold the `width` largest
+    values."""
     num_rows, num_cols = x.shape
-    num_chunks = num_cols // CHUNK
-    if num_cols % CHUNK == 0 and 4 * width <= num_chunks:
-        xc = x.contiguous().view(num_rows * num_chunks, CHUNK)
-        maxima = xc.view(num_rows, num_chunks, CHUNK).amax(dim=2).float().numpy()
-        chunks = np.argpartition(-maxima, width - 1, axis=1)[:, :width]  # (R, width)
-        flat = chunks + np.arange(num_rows)[:, None] * num_chunks
-        values = xc.index_select(0, torch.from_numpy(flat.reshape(-1))).float().numpy()
-        values = values.reshape(num_rows, width * CHUNK)
-        cols = (chunks[:, :, None] * CHUNK + np.arange(CHUNK)).reshape(num_rows, -1)
+    num_pieces = num_cols // PIECE
+    every = np.arange(num_rows)[:, None]
+    if num_cols % PIECE or 2 * width > num_pieces:
+        values, pieces = x.float().numpy(), None
     else:
-        values, cols = x.float().numpy(), None
+        xp = x.contiguous().view(num_rows * num_pieces, PIECE)
+        maxima = xp.view(num_rows, num_pieces, PIECE).amax(dim=2)
+        pieces = maxima.topk(width, dim=1, sorted=False).indices.numpy()  # (R, width)
+        flat = torch.from_numpy((pieces + every * num_pieces).reshape(-1))
+        values = xp.index_select(0, flat).float().numpy().reshape(num_rows, width * PIECE)
     at = np.argpartition(-values, width - 1, axis=1)[:, :width]
-    top = np.take_along_axis(values, at, axis=1)
+    top = values[every, at]
     order = np.argsort(-top, axis=1, kind="stable")
-    at = np.take_along_axis(at, order, axis=1)
-    top = np.take_along_axis(top, order, axis=1)
-    if cols is not None:
-        at = np.take_along_axis(cols, at, axis=1)
-    return top, at.astype(np.int64)
+    at = at[every, order]
+    cols = at if pieces is None else pieces[every, at // PIECE] * PIECE + at % PIECE
+    return top[every, order], cols.astype(np.int64)
 
 
 def _top_k_candidates(x: torch.Tensor, best: torch.Tensor, scale: np.ndarray,
@@ -156,18 +158,20 @@ def _rejection(x: torch.Tensor, best: torch.Tensor, scale: np.ndarray, seeds: np
     num_rows = x.shape[0]
     p = weights(x, best, scale)  # (R, V'), zero-padded; the workspace
     drawing = top_p is not None and bool((top_p < 1).any())
-    if drawing:  # top-p is normalised over the whole row, before min-p
-        norm = p.view(num_rows, -1, CHUNK).sum(dim=2).sum(dim=1).numpy()
-    if min_p is not None:
-        _threshold_min_p(p, min_p)
     if not drawing:
+        if min_p is not None:
+            _threshold_min_p(p, min_p)
         return invert_chunked(p, uniforms_np(seeds, steps, 0, 1))[:, 0]
     assert top_p is not None
-    drawn = invert_chunked(p, uniforms_np(seeds, steps, 0, MAX_DRAWS))  # (R, D)
+    norm = None  # top-p is normalised over the whole row, before min-p
+    if min_p is not None:
+        norm = p.view(num_rows, -1, CHUNK).sum(dim=2).numpy().sum(axis=1, dtype=np.float64)
+        _threshold_min_p(p, min_p)
+    drawn, total = invert_chunked(p, uniforms_np(seeds, steps, 0, MAX_DRAWS), totals=True)
+    bound = top_p * (total if norm is None else norm)  # accept t when M(t) < top_p * Z
     ids = np.where(top_p >= 1, drawn[:, 0], -2)
     pending = np.flatnonzero(top_p < 1)
-    bound = top_p * norm  # accept t when M(t) < top_p * Z
-    for draw in range(MAX_DRAWS):
+    for draw in range(MAX_DRAWS):  # about 1 - top_p of the rows reach the second draw
         if pending.size == 0:
             break
         t = drawn[pending, draw]
@@ -188,7 +192,8 @@ def _mass_above(p: torch.Tensor, rows: np.ndarray, t: np.ndarray) -> np.ndarray:
     pt = p.numpy()[rows, t]  # (n,), > 0: a drawn column has weight
     ratio = torch.div(src, torch.from_numpy(pt)[:, None], out=workspace(n, num_cols, 1))
     F.threshold_(ratio, 1.0, 0.0)
-    return ratio.view(n, -1, CHUNK).sum(dim=2).sum(dim=1).numpy() * pt
+    sums = ratio.view(n, -1, CHUNK).sum(dim=2).numpy()
+    return sums.sum(axis=1, dtype=np.float64) * pt
 
 
 def _threshold_min_p(p: torch.Tensor, min_p: np.ndarray) -> None:
