@@ -80,8 +80,9 @@ def invert_np(cdf: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 def invert_chunked(w: torch.Tensor, u: np.ndarray, totals: bool = False
                    ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-    """(R, D) int64 (and with `totals` each row's total weight, float64): `invert_cdf` of weights `w` (R, V) fp32 (>= 0, each row's total > 0 and
-    finite, V a multiple of CHUNK) for each of the uniforms `u` (R, D).
+    """(R, D) int64 (and with `totals` each row's total weight, float64): `invert_cdf` of
+    weights `w` (R, V) fp32 (>= 0, V a multiple of CHUNK) for each of the uniforms `u` (R, D);
+    the ids of a row whose total is not finite and positive are in range but meaningless.
 
     Each chunk is reduced on its own and the rest (in float64) runs in numpy on (R, V / CHUNK)
     sums, so a row never depends on its batch. In float64, u * total < total, so a chunk always
@@ -94,6 +95,7 @@ def invert_chunked(w: torch.Tensor, u: np.ndarray, totals: bool = False
     np.cumsum(sums, axis=1, out=cdf[:, 1:])
     target = u * cdf[:, -1:]  # (R, D)
     chunk = (cdf[:, None, 1:] <= target[:, :, None]).sum(axis=2)  # first chunk past the target
+    chunk = np.minimum(chunk, num_chunks - 1)  # only a row without a finite positive total
     every = np.arange(num_rows)[:, None]
     rest = target - cdf[every, chunk]
     local = np.cumsum(w.numpy().reshape(num_rows, num_chunks, CHUNK)[every, chunk], axis=2,

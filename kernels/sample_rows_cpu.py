@@ -20,7 +20,7 @@ from thinkgate.kernels.sample_filtered_cpu import sample_filtered
 from thinkgate.kernels.sampling import LOG2E
 
 _LN2 = 0.6931471805599453
-_FLOAT32_MAX = 3.4028234663852886e38
+_MIN_TEMPERATURE = 1e-38  # log2(e) / T stays below the float32 maximum
 _MASK_TABLES: dict[torch.device, torch.Tensor] = {}
 _WORKSPACE = threading.local()
 
@@ -43,6 +43,11 @@ def sample_rows(
     Per-row bookkeeping runs in numpy (a torch call on 32 numbers costs ~5 us, about as much as
     a pass over 8k logits); torch does the passes over the (B, V) logits."""
     num_rows = logits.shape[0]
+    filtered = any(f is not None for f in filters)
+    if bitmask is None and not filtered and not logprobs:
+        ids = _sample_all(logits, temperature, seeds, steps, draw)
+        if ids is not None:
+            return ids, None
     rows = use.nonzero()[:, 0] if bitmask is not None and use is not None else None
     x, ours = logits, False  # read in place unless masked, NaN-cleaned or floored
     if rows is not None and rows.numel() == num_rows:
@@ -55,7 +60,6 @@ def sample_rows(
         x = x if ours else x.to(torch.float32, copy=True)
         x.nan_to_num_(nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
         best, ours = x.amax(dim=1), True
-    filtered = any(f is not None for f in filters)
     if filtered and logprobs:  # the logprob's normaliser needs the floor itself
         x = x if ours and x.dtype == torch.float32 else x.to(torch.float32, copy=True)
         floor = logit_floor_sparse(x, temperature, *filters)
@@ -90,12 +94,41 @@ def sample_rows(
     return ids_t, lp
 
 
+def _sample_all(logits: torch.Tensor, temperature: torch.Tensor, seeds: torch.Tensor,
+                steps: torch.Tensor, draw: int) -> torch.Tensor | None:
+    """The common batch, every row sampled without mask or filter: ids from one fused softmax
+    pass, or None (some row greedy, or a row whose weights are not finite: NaN, +inf or an
+    overflowing x / T, or no allowed column) for the general route."""
+    num_rows, num_cols = logits.shape
+    scale = sampling_scale(temperature.numpy())
+    if not scale.all() or num_cols % CHUNK or logits.dtype != torch.float32:
+        return None
+    w = softmax_weights(logits, scale)
+    ids, total = invert_chunked(w, uniforms_np(seeds.numpy(), steps.numpy(), draw, 1),
+                                totals=True)
+    if not (np.isfinite(total) & (total > 0)).all():
+        return None
+    return torch.from_numpy(ids[:, 0])
+
+
+def softmax_weights(x: torch.Tensor, scale: np.ndarray, slot: int = 0) -> torch.Tensor:
+    """(R, V) fp32 softmax(x * scale * ln 2) of fp32 `x` (R, V), V a multiple of CHUNK, in the
+    workspace `slot`: `weights` up to a per-row factor, in one fused pass (two when T != 1).
+    Not finite where a row has NaN, +inf, overflows x / T or bans every column."""
+    num_rows, num_cols = x.shape
+    w = workspace(num_rows, num_cols, slot)
+    inv_t = (scale.astype(np.float64) * _LN2).astype(np.float32)  # 1 / T
+    if (inv_t == 1).all():
+        return torch._softmax(x, 1, False, out=w)
+    torch.mul(x, torch.from_numpy(inv_t)[:, None], out=w)
+    return torch._softmax(w, 1, False, out=w)
+
+
 def sampling_scale(temperature: np.ndarray) -> np.ndarray:
     """(B,) fp32 log2(e) / T for sampling rows (kept finite as T -> 0), 0 for greedy rows."""
     t = temperature.astype(np.float32)
-    with np.errstate(divide="ignore", over="ignore"):
-        scale = np.float32(LOG2E) / np.where(t > 0, t, np.float32(1))
-    return np.where(t > 0, np.minimum(scale, np.float32(_FLOAT32_MAX)), np.float32(0))
+    scale = np.float32(LOG2E) / np.maximum(t, np.float32(_MIN_TEMPERATURE))
+    return np.where(t > 0, scale, np.float32(0))
 
 
 def weights(x: torch.Tensor, best: torch.Tensor, scale: np.ndarray, slot: int = 0
