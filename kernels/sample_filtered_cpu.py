@@ -153,10 +153,16 @@ def _rejection(x: torch.Tensor, best: torch.Tensor, scale: np.ndarray, seeds: np
                steps: np.ndarray, k: np.ndarray, top_k: np.ndarray | None,
                top_p: np.ndarray | None, min_p: np.ndarray | None) -> np.ndarray:
     """Rows without top-k: min-p thresholded, top-p by rejection; -2 after `MAX_DRAWS` misses."""
-    from thinkgate.kernels.sample_rows_cpu import weights
+    from thinkgate.kernels.sample_rows_cpu import exp2_rows, exp2_weights, weights
 
     num_rows = x.shape[0]
-    p = weights(x, best, scale)  # (R, V'), zero-padded; the workspace
+    on = np.zeros(num_rows, dtype=bool) if min_p is None else min_p > 0
+    if on.all():  # min-p compares p with p = 1 at the maximum
+        p = exp2_weights(x, best, scale)  # (R, V'), zero-padded; the workspace
+    else:
+        p = weights(x, best, scale)
+        if on.any():
+            exp2_rows(p, x, best, scale, np.flatnonzero(on))
     drawing = top_p is not None and bool((top_p < 1).any())
     if not drawing:
         if min_p is not None:

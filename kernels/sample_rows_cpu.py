@@ -101,7 +101,7 @@ def _sample_all(logits: torch.Tensor, temperature: torch.Tensor, seeds: torch.Te
     overflowing x / T, or no allowed column) for the general route."""
     num_rows, num_cols = logits.shape
     scale = sampling_scale(temperature.numpy())
-    if not scale.all() or num_cols % CHUNK or logits.dtype != torch.float32:
+    if not scale.all() or num_cols % CHUNK:
         return None
     w = softmax_weights(logits, scale)
     ids, total = invert_chunked(w, uniforms_np(seeds.numpy(), steps.numpy(), draw, 1),
@@ -111,17 +111,65 @@ def _sample_all(logits: torch.Tensor, temperature: torch.Tensor, seeds: torch.Te
     return torch.from_numpy(ids[:, 0])
 
 
+def weights(x: torch.Tensor, best: torch.Tensor, scale: np.ndarray, slot: int = 0
+            ) -> torch.Tensor:
+    """(R, CHUNK * ceil(V / CHUNK)) fp32 weights proportional to softmax(x / T) of `x` (R, V)
+    (banned -> 0), zero-padded, in this thread's reused workspace `slot` (the next call with
+    the same slot overwrites it). `best` (R,) is each row's finite maximum.
+
+    A row's formula depends only on V and on the row itself, so it gets the same weights alone
+    or in any batch: the fused softmax(x * log(2) * scale) when V is a multiple of CHUNK and x
+    / T cannot overflow at the maximum, else ``2 ** ((x - best) * scale)`` (`exp2_rows`)."""
+    if x.shape[1] % CHUNK:
+        return exp2_weights(x, best, scale, slot)
+    w = softmax_weights(x, scale, slot)
+    with np.errstate(over="ignore"):
+        safe = np.isfinite(best.numpy() * _inverse_temperature(scale))
+    if not safe.all():
+        exp2_rows(w, x, best, scale, np.flatnonzero(~safe))
+    return w
+
+
+def exp2_weights(x: torch.Tensor, best: torch.Tensor, scale: np.ndarray, slot: int = 0
+                 ) -> torch.Tensor:
+    """`weights` by ``2 ** ((x - best) * scale)`` for every row: the maximum -> 1 exactly."""
+    num_rows, num_cols = x.shape
+    w = workspace(num_rows, -(-num_cols // CHUNK) * CHUNK, slot)
+    w[:, num_cols:] = 0.0
+    exp2_rows(w, x, best, scale, None)
+    return w
+
+
+def exp2_rows(w: torch.Tensor, x: torch.Tensor, best: torch.Tensor, scale: np.ndarray,
+              rows: np.ndarray | None) -> None:
+    """Write ``2 ** ((x - best) * scale)`` (the maximum -> 1 exactly) into `w`'s first V
+    columns, for `rows` (None: all)."""
+    num_cols = x.shape[1]
+    if rows is None:
+        head = w[:, :num_cols]
+        torch.sub(x, best[:, None], out=head)
+        head.mul_(torch.from_numpy(scale)[:, None]).exp2_()
+        return
+    index = torch.from_numpy(rows)
+    part = x[index].float().sub_(best[index, None]).mul_(torch.from_numpy(scale[rows])[:, None])
+    w[:, :num_cols].index_copy_(0, index, part.exp2_())
+
+
 def softmax_weights(x: torch.Tensor, scale: np.ndarray, slot: int = 0) -> torch.Tensor:
-    """(R, V) fp32 softmax(x * scale * ln 2) of fp32 `x` (R, V), V a multiple of CHUNK, in the
-    workspace `slot`: `weights` up to a per-row factor, in one fused pass (two when T != 1).
-    Not finite where a row has NaN, +inf, overflows x / T or bans every column."""
+    """(R, V) fp32 softmax(x * scale * ln 2) of `x` (R, V), V a multiple of CHUNK, in the
+    workspace `slot`, in one fused pass (two when T != 1). Not finite where a row has NaN,
+    +inf, overflows x / T or bans every column."""
     num_rows, num_cols = x.shape
     w = workspace(num_rows, num_cols, slot)
-    inv_t = (scale.astype(np.float64) * _LN2).astype(np.float32)  # 1 / T
-    if (inv_t == 1).all():
+    inv_t = _inverse_temperature(scale)
+    if x.dtype == torch.float32 and (inv_t == 1).all():
         return torch._softmax(x, 1, False, out=w)
     torch.mul(x, torch.from_numpy(inv_t)[:, None], out=w)
-    return torch._softmax(w, 1, False, out=w)
+    return torch._softmax(w, 1, False, out=w)  # (in place: each row is read before written)
+
+
+def _inverse_temperature(scale: np.ndarray) -> np.ndarray:
+    return (scale.astype(np.float64) * _LN2).astype(np.float32)
 
 
 def sampling_scale(temperature: np.ndarray) -> np.ndarray:
@@ -129,22 +177,6 @@ def sampling_scale(temperature: np.ndarray) -> np.ndarray:
     t = temperature.astype(np.float32)
     scale = np.float32(LOG2E) / np.maximum(t, np.float32(_MIN_TEMPERATURE))
     return np.where(t > 0, scale, np.float32(0))
-
-
-def weights(x: torch.Tensor, best: torch.Tensor, scale: np.ndarray, slot: int = 0
-            ) -> torch.Tensor:
-    """(R, CHUNK * ceil(V / CHUNK)) fp32 ``2 ** ((x - best) * scale)`` of `x` (R, V) (banned ->
-    0, the maximum -> 1), zero-padded, in this thread's reused workspace `slot` (the next call
-    with the same slot overwrites it)."""
-    num_rows, num_cols = x.shape
-    padded = -(-num_cols // CHUNK) * CHUNK
-    w = workspace(num_rows, padded, slot)
-    head = w[:, :num_cols]
-    torch.sub(x, best[:, None], out=head)
-    head.mul_(torch.from_numpy(scale)[:, None]).exp2_()
-    if padded > num_cols:
-        w[:, num_cols:] = 0.0
-    return w
 
 
 def workspace(num_rows: int, num_cols: int, slot: int = 0) -> torch.Tensor:

@@ -142,13 +142,15 @@ def test_sparse_floor_keeps_what_the_sorted_floor_keeps(gen: torch.Generator) ->
 
 
 def test_a_row_depends_only_on_its_seed_and_step(gen: torch.Generator) -> None:
-    vocab = 500
-    logits = random_logits(6, vocab, torch.float32, gen)
-    kw = _rows(6, gen, (1.0, 0.0, 0.7))
-    batch, _ = sample_cpu(logits, **kw)
-    for r in range(6):
-        alone, _ = sample_cpu(logits[r:r + 1], **{k: v[r:r + 1] for k, v in kw.items()})
-        assert alone[0] == batch[r]
+    for vocab in (500, 1024):  # zero-padded weights, and the fused softmax beside greedy rows
+        logits = random_logits(6, vocab, torch.float32, gen)
+        logits[5, 9] = 3e38  # x / T overflows at T = 0.7: the exp2 formula for that row
+        kw = _rows(6, gen, (1.0, 0.0, 0.7))
+        batch, _ = sample_cpu(logits, **kw)
+        for r in range(6):
+            alone, _ = sample_cpu(logits[r:r + 1], **{k: v[r:r + 1] for k, v in kw.items()})
+            assert alone[0] == batch[r], (vocab, r)
+        assert batch[5] == 9
     u = uniform_cpu(torch.tensor([5, 5, 5, 6]), torch.tensor([0, 1, 0, 0]))
     assert u[0] == u[2] and u[0] != u[1] and u[0] != u[3]
     assert bool(((u > 0) & (u < 1)).all())
@@ -336,16 +338,16 @@ def test_extreme_temperatures(gen: torch.Generator) -> None:
 
 def test_filtered_rows_depend_only_on_their_seed_and_step(gen: torch.Generator) -> None:
     """Each route (piece top-k, whole-row top-k, rejection top-p with misses, min-p, exact
-    fallback, greedy) gives a row the same token alone as in a mixed batch."""
+    fallback, greedy, no filter at all) gives a row the same token alone as in a mixed batch."""
     for vocab in (1000, 8064):
         rows = 12
         logits = random_logits(rows, vocab, torch.float32, gen)
         logits[5, :] = 0.0  # flat: top_p=0.02 misses every draw, the exact floor decides
         logits[6, vocab // 3] = float("nan")
-        temps = torch.tensor([1.0, 0.7, 0.0, 1.3, 0.9, 1.0, 0.8, 1.0, 0.5, 2.0, 1.0, 0.6])
+        temps = torch.tensor([1.0, 0.7, 0.0, 1.3, 0.9, 1.0, 0.8, 1.0, 0.5, 2.0, 1.0, 1.1])
         top_k = torch.tensor([40, 0, 0, 5, 0, 0, 0, 2000, 0, 0, 3, 0], dtype=torch.int32)
         top_p = torch.tensor([1.0, 0.9, 1.0, 0.8, 1.0, 0.02, 0.5, 1.0, 0.95, 0.3, 1.0, 1.0])
-        min_p = torch.tensor([0.0, 0.0, 0.0, 0.0, 0.1, 0.0, 0.2, 0.0, 0.0, 0.05, 0.0, 0.3])
+        min_p = torch.tensor([0.0, 0.0, 0.0, 0.0, 0.1, 0.0, 0.2, 0.0, 0.0, 0.05, 0.0, 0.0])
         seeds = torch.randint(0, 2**62, (rows,), generator=gen)
         steps = torch.randint(0, 2**40, (rows,), generator=gen)
         cols = (temps, seeds, steps, top_k, top_p, min_p)
