@@ -5,11 +5,12 @@ tied with the last kept one stay), and sorting 32 x 8k logits costs ~13 ms on th
 p = 2 ** ((x - max) * scale) (the maximum has p = 1) each sampled row takes one of three routes:
 
 - top-k rows (k <= `MAX_TOP_K`): S lies inside the row's k + 1 largest logits. The k + 1
-  64-column chunks with the largest maxima hold them (a column outside those chunks is <= the
-  (k+1)-th chunk maximum), so a partial sort of those chunks finds them; the floor rule runs on
-  the candidates (top-p normalised over the top k, min-p against p = 1) and the draw inverts
-  the CDF over the kept ones;
-- rows without top-k: one pass writes p; min-p zeroes p < min_p in place (one threshold pass);
+  `PIECE`-column pieces with the largest maxima hold them (a column outside those pieces is <=
+  the (k+1)-th piece maximum), so a partial sort of those pieces finds them (`top_candidates`);
+  the floor rule runs on the candidates (top-p normalised over the top k, min-p against p = 1)
+  and the draw inverts the CDF over the kept ones;
+- rows without top-k: one pass writes the weights (`sample_rows_cpu.weights`: p up to a per-row
+  factor; p itself on min-p rows); min-p zeroes p < min_p in place (one threshold pass);
   top-p is a rejection on top of that: draw t from p by the inverted CDF (chunked, no cumsum)
   and keep it when M(t) = sum(p[p > p_t]) < top_p * Z (Z: the whole row's mass, before
   min-p), which is the floor rule at the first position of t's tie group; else take the next of
@@ -180,26 +181,29 @@ def _rejection(x: torch.Tensor, best: torch.Tensor, scale: np.ndarray, seeds: np
     for draw in range(MAX_DRAWS):  # about 1 - top_p of the rows reach the second draw
         if pending.size == 0:
             break
-        t = drawn[pending, draw]
-        ok = _mass_above(p, pending, t) < bound[pending]
-        ids[pending[ok]] = t[ok]
+        t = drawn[pending, draw : draw + 1]
+        ok = _mass_above(p, pending, t)[:, 0] < bound[pending]
+        ids[pending[ok]] = t[ok, 0]
         pending = pending[~ok]
     return ids
 
 
-def _mass_above(p: torch.Tensor, rows: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """(n,) M = sum(p[r][p[r] > p[r, t]]) for each of `rows` and its column `t`: p / p_t
-    (exactly 1 at ties) thresholded at 1, in the second workspace."""
+def _mass_above(p: torch.Tensor, rows: np.ndarray | None, t: np.ndarray) -> np.ndarray:
+    """(n, D) M = sum(p[r][p[r] > p[r, t]]) for each of `rows` (None: all) and its columns `t`
+    (n, D): p / p_t (exactly 1 at ties) thresholded at 1, in the second workspace."""
     from thinkgate.kernels.sample_rows_cpu import workspace
 
     num_rows, num_cols = p.shape
-    n = rows.size
+    n, num_draws = t.shape
+    if rows is None:
+        rows = np.arange(num_rows)
     src = p if n == num_rows else p.index_select(0, torch.from_numpy(rows))
-    pt = p.numpy()[rows, t]  # (n,), > 0: a drawn column has weight
-    ratio = torch.div(src, torch.from_numpy(pt)[:, None], out=workspace(n, num_cols, 1))
+    pt = p.numpy()[rows[:, None], t]  # (n, D), > 0: a drawn column has weight
+    ratio = workspace(n * num_draws, num_cols, 1).view(n, num_draws, num_cols)
+    torch.div(src[:, None, :], torch.from_numpy(pt)[:, :, None], out=ratio)
     F.threshold_(ratio, 1.0, 0.0)
-    sums = ratio.view(n, -1, CHUNK).sum(dim=2).numpy()
-    return sums.sum(axis=1, dtype=np.float64) * pt
+    sums = ratio.view(n, num_draws, -1, CHUNK).sum(dim=3).numpy()
+    return sums.sum(axis=2, dtype=np.float64) * pt
 
 
 def _threshold_min_p(p: torch.Tensor, min_p: np.ndarray) -> None:
