@@ -23,6 +23,7 @@ _LN2 = 0.6931471805599453
 _MIN_TEMPERATURE = 1e-38  # log2(e) / T stays below the float32 maximum
 _MASK_TABLES: dict[torch.device, torch.Tensor] = {}
 _WORKSPACE = threading.local()
+MAX_WORKSPACE = 16 * 2**20  # floats per kept buffer (64 MiB): ~100 rows of a 150k vocabulary
 
 
 def sample_rows(
@@ -180,14 +181,18 @@ def sampling_scale(temperature: np.ndarray) -> np.ndarray:
 
 
 def workspace(num_rows: int, num_cols: int, slot: int = 0) -> torch.Tensor:
-    """A (num_rows, num_cols) fp32 view of this thread's buffer `slot`, grown as needed."""
+    """A (num_rows, num_cols) fp32 view of this thread's buffer `slot`, grown as needed (up to
+    `MAX_WORKSPACE` floats kept; a larger request gets a fresh tensor)."""
+    size = num_rows * num_cols
+    if size > MAX_WORKSPACE:
+        return torch.empty(num_rows, num_cols, dtype=torch.float32)
     buffers = getattr(_WORKSPACE, "buffers", None)
     if buffers is None:
         buffers = _WORKSPACE.buffers = {}
     buf = buffers.get(slot)
-    if buf is None or buf.numel() < num_rows * num_cols:
-        buf = buffers[slot] = torch.empty(num_rows * num_cols, dtype=torch.float32)
-    return buf[: num_rows * num_cols].view(num_rows, num_cols)
+    if buf is None or buf.numel() < size:
+        buf = buffers[slot] = torch.empty(size, dtype=torch.float32)
+    return buf[:size].view(num_rows, num_cols)
 
 
 def masked(logits: torch.Tensor, bitmask: torch.Tensor, limit: int) -> torch.Tensor:

@@ -359,3 +359,21 @@ def test_filtered_rows_depend_only_on_their_seed_and_step(gen: torch.Generator) 
             assert alone[0] == batch[r], (vocab, r)
             floor = logit_floor(logits[r:r + 1].nan_to_num(nan=float("-inf")), None, t, k, p, m)
             assert logits[r, batch[r]] >= floor[0], (vocab, r)
+
+
+@pytest.mark.parametrize("vocab", [1000, 1024])  # zero-padded weights, and the fused softmax
+def test_reused_workspaces_give_fresh_results(vocab: int, gen: torch.Generator,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of changing size through the kept buffers draw what fresh buffers draw."""
+    logits = random_logits(40, vocab, torch.float32, gen)
+    kw = _rows(40, gen, (1.0, 0.7))
+    top_p = torch.full((40,), 0.8)
+
+    def run() -> list[list[int]]:
+        return [sample_cpu(logits[:n], **{k: v[:n] for k, v in kw.items()},
+                           top_p=top_p[:n] if filtered else None)[0].tolist()
+                for n in (3, 40, 5) for filtered in (False, True)]
+
+    kept = run()
+    monkeypatch.setattr("thinkgate.kernels.sample_rows_cpu.MAX_WORKSPACE", 0)
+    assert run() == kept
