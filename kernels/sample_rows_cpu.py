@@ -191,7 +191,8 @@ def workspace(num_rows: int, num_cols: int, slot: int = 0) -> torch.Tensor:
         buffers = _WORKSPACE.buffers = {}
     buf = buffers.get(slot)
     if buf is None or buf.numel() < size:
-        buf = buffers[slot] = torch.empty(size, dtype=torch.float32)
+        with torch.inference_mode(False):  # a normal tensor: writable in and out of that mode
+            buf = buffers[slot] = torch.empty(size, dtype=torch.float32)
     return buf[:size].view(num_rows, num_cols)
 
 
