@@ -29,8 +29,9 @@ SETTINGS: dict[str, dict[str, Any]] = {
 
 
 def measure(llm: Any, prompts: list[list[int]], new_tokens: int, repeats: int,
-            clock: Any) -> dict[str, float]:
-    """Median tokens/s per setting, the settings alternating run by run."""
+            clock: Any) -> tuple[dict[str, float], float]:
+    """Median tokens/s per setting, the settings alternating run by run, and the noise: the
+    largest (max - min) / median over the settings."""
     from thinkgate import SamplingParams
 
     params = {name: SamplingParams(max_tokens=new_tokens, ignore_eos=True, seed=i, **kw)
@@ -43,7 +44,9 @@ def measure(llm: Any, prompts: list[list[int]], new_tokens: int, repeats: int,
             start = clock()
             outs = llm.generate(prompts, p, use_tqdm=False)
             rates[name].append(sum(len(o.outputs[0].token_ids) for o in outs) / (clock() - start))
-    return {name: statistics.median(r) for name, r in rates.items()}
+    medians = {name: statistics.median(r) for name, r in rates.items()}
+    noise = max((max(r) - min(r)) / medians[name] for name, r in rates.items())
+    return medians, noise
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -65,15 +68,16 @@ def main(argv: list[str] | None = None) -> None:
     print(f"# bench_sampling: {args.model or 'demo model'}, {args.new_tokens} tokens, "
           f"threads {torch.get_num_threads()}, clock {args.clock}, medians of {args.repeats}")
     names = list(SETTINGS)
-    print("| batch | " + " | ".join(names) + " |")
-    print("|---:|" + "---:|" * len(names))
+    print("| batch | " + " | ".join(names) + " | noise |")
+    print("|---:|" + "---:|" * (len(names) + 1))
     for batch in args.batches:
         prompts = make_prompts(llm.llm_engine.vocab_size, batch, 16)
-        r = measure(llm, prompts, args.new_tokens, args.repeats, clock)
+        r, noise = measure(llm, prompts, args.new_tokens, args.repeats, clock)
         cells = [f"{r['greedy']:.0f}"] + [
-            f"{r[n]:.0f} ({r['greedy'] / r[n]:.2f}x)" for n in names[1:]]
+            f"{r[n]:.0f} ({r['greedy'] / r[n]:.2f}x)" for n in names[1:]] + [f"{noise:.0%}"]
         print(f"| {batch} | " + " | ".join(cells) + " |", flush=True)
-    print("cells: tokens/s (step cost relative to greedy)")
+    print("cells: tokens/s (step cost relative to greedy); noise: the widest (max - min) / "
+          "median of one cell's runs")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ Philox call per 4 columns, emulated in int64 torch ops: ~0.45 ms per row per ste
 row draws ONE uniform and inverts the CDF of its allowed distribution::
 
     p[c]   = 2 ** ((x[c] - max_c x) * log2(e) / T)   over allowed c, 0 elsewhere
-    cdf    = cumsum(p)
+    cdf    = cumsum(p)                                  # (placed by 64-column chunk sums)
     u      = uniform(seed, step) in (0, 1)             # a counter-based hash, 24 bits
     id     = first c with cdf[c] > u * cdf[-1]          # never a column with p[c] == 0
 

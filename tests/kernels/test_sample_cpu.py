@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 
+import numpy as np
 import pytest
 import torch
 from kernel_inputs import random_bitmask, random_logits
 from thinkgate.kernels import ReasoningState, SamplingTensors, sample
 from thinkgate.kernels.filters import logit_floor, logit_floor_sparse
-from thinkgate.kernels.inverse_cdf import uniform_cpu
+from thinkgate.kernels.inverse_cdf import CHUNK, invert_chunked, uniform_cpu, uniforms_np
 from thinkgate.kernels.sample_cpu import sample_cpu
+from thinkgate.kernels.sample_filtered_cpu import top_candidates
 from thinkgate.kernels.sampling import allowed_mask_ref, sample_ref
 
 VOCABS = [1, 31, 33, 8064, 32001]
@@ -140,13 +143,15 @@ def test_sparse_floor_keeps_what_the_sorted_floor_keeps(gen: torch.Generator) ->
 
 
 def test_a_row_depends_only_on_its_seed_and_step(gen: torch.Generator) -> None:
-    vocab = 500
-    logits = random_logits(6, vocab, torch.float32, gen)
-    kw = _rows(6, gen, (1.0, 0.0, 0.7))
-    batch, _ = sample_cpu(logits, **kw)
-    for r in range(6):
-        alone, _ = sample_cpu(logits[r:r + 1], **{k: v[r:r + 1] for k, v in kw.items()})
-        assert alone[0] == batch[r]
+    for vocab in (500, 1024):  # zero-padded weights, and the fused softmax beside greedy rows
+        logits = random_logits(6, vocab, torch.float32, gen)
+        logits[5, 9] = 3e38  # x / T overflows at T = 0.7: the exp2 formula for that row
+        kw = _rows(6, gen, (1.0, 0.0, 0.7))
+        batch, _ = sample_cpu(logits, **kw)
+        for r in range(6):
+            alone, _ = sample_cpu(logits[r:r + 1], **{k: v[r:r + 1] for k, v in kw.items()})
+            assert alone[0] == batch[r], (vocab, r)
+        assert batch[5] == 9
     u = uniform_cpu(torch.tensor([5, 5, 5, 6]), torch.tensor([0, 1, 0, 0]))
     assert u[0] == u[2] and u[0] != u[1] and u[0] != u[3]
     assert bool(((u > 0) & (u < 1)).all())
@@ -220,3 +225,159 @@ def test_every_grammar_route_matches_the_spec(route: str, gen: torch.Generator,
     chi2 = float((((counts - expected) ** 2)[keep] / expected[keep]).sum())
     dof = max(int(keep.sum()) - 1, 1)
     assert chi2 < dof + 6 * math.sqrt(2 * dof), (route, chi2, dof)
+
+
+def _chi2_ok(counts: torch.Tensor, probs: torch.Tensor, n: int) -> tuple[bool, float, int]:
+    expected = probs.double() * n
+    keep = expected > 5
+    chi2 = float((((counts - expected) ** 2)[keep] / expected[keep]).sum())
+    dof = max(int(keep.sum()) - 1, 1)
+    return chi2 < dof + 6 * math.sqrt(2 * dof), chi2, dof  # ~4 sigma
+
+
+def test_chunked_inversion_is_the_inverse_cdf(gen: torch.Generator) -> None:
+    """Small integer weights add up exactly, so the chunked draw must equal the plain inverse
+    CDF for every uniform, including u at the ends and rows with empty chunks."""
+    rows, cols = 7, 5 * CHUNK
+    w = torch.randint(0, 4, (rows, cols), generator=gen).float()
+    w[1, : 3 * CHUNK] = 0  # leading empty chunks
+    w[2, 2 * CHUNK:] = 0  # trailing empty chunks
+    w[3] = 0
+    w[3, cols - 1] = 1  # one weighted column, the last
+    w[4] = 0
+    w[4, 0] = 2  # one weighted column, the first
+    w[5] = 0
+    w[5, torch.randperm(cols, generator=gen)[:128]] = 1  # total 128: u = j / 128 hits the
+    w[6] = 0  # running sums exactly, where "first column with cdf > u * total" decides
+    w[6, 1::5] = 2
+    w[6, 2::5] = 0.5  # total 2.5 * 64 = 160, every column reached exactly by some j / 128
+    u = np.concatenate([np.full((rows, 1), 2.0**-25), np.full((rows, 1), 1 - 2.0**-25),
+                        np.tile(np.arange(1, 128) / 128, (rows, 1)),
+                        uniforms_np(np.arange(rows), np.zeros(rows, dtype=np.int64), 0, 200)],
+                       axis=1)
+    got = invert_chunked(w, u)
+    cdf = np.cumsum(w.double().numpy(), axis=1)
+    for r in range(rows):
+        want = np.searchsorted(cdf[r], u[r] * cdf[r, -1], side="right")
+        assert np.array_equal(got[r], want), r
+        assert (w[r].numpy()[got[r]] > 0).all()
+
+
+@pytest.mark.parametrize("vocab", [40, 1000, 8064])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_top_candidates_are_the_largest(vocab: int, dtype: torch.dtype,
+                                        gen: torch.Generator) -> None:
+    rows = 9
+    x = random_logits(rows, vocab, dtype, gen, pad=5)
+    x[0, :] = 1.0  # all tied
+    x[1, ::3] = float("-inf")
+    x[2, 100 % vocab:] = float("-inf")  # fewer finite entries than some widths
+    x[3, 7:19] = 50.0  # a tie group at the top
+    for width in sorted({min(w, vocab) for w in (1, 2, 21, 41, 129)}):
+        vals, cols = top_candidates(x, width)
+        want = x.float().topk(width, dim=1).values.numpy()
+        assert np.array_equal(vals, want), width
+        assert np.array_equal(x.float().numpy()[np.arange(rows)[:, None], cols], vals), width
+        assert all(len(set(c)) == width for c in cols.tolist()), width  # distinct columns
+
+
+ROUTE_CASES = {
+    "top_k pieces": (2048, {"top_k": 7}),
+    "top_k whole row": (1000, {"top_k": 7}),
+    "top_k+top_p+min_p": (2048, {"top_k": 30, "top_p": 0.8, "min_p": 0.02}),
+    "top_p padded": (1000, {"top_p": 0.75}),
+    "min_p padded": (1000, {"min_p": 0.1}),
+    "top_p+min_p": (4096, {"top_p": 0.9, "min_p": 0.05}),
+}
+
+
+@pytest.mark.parametrize("name", list(ROUTE_CASES))
+def test_filter_routes_sample_the_spec_at_real_widths(name: str, gen: torch.Generator) -> None:
+    """Chi-square against the spec (`logit_floor`, then softmax) at widths that take the
+    piece-selected top-k, the zero-padded workspace (V not a multiple of 64) and several
+    chunks; ties at the top and -inf (grammar-banned) columns included."""
+    vocab, kw = ROUTE_CASES[name]
+    n, temp = 30_000, 0.8
+    logits = torch.randn(1, vocab, generator=gen) * 1.5
+    logits[0, torch.randperm(vocab, generator=gen)[:12]] += 6.0  # a head of 12 likely tokens
+    logits[0, 5:8] = logits.max() + 0.3  # a three-way tie at the top
+    logits[0, 9::4] = float("-inf")
+    dtypes = {"top_k": torch.int32}
+    values = {k: torch.full((n,), v, dtype=dtypes.get(k, torch.float32)) for k, v in kw.items()}
+    ids, _ = sample_cpu(logits.expand(n, vocab), torch.full((n,), temp), torch.arange(n),
+                        torch.full((n,), 11), **values)
+    floor = logit_floor(logits, None, torch.full((1,), temp), **{k: v[:1] for k, v in values.items()})
+    kept = logits[0] >= floor[0]
+    probs = torch.softmax(torch.where(kept, logits[0] / temp, float("-inf")), 0)
+    counts = torch.bincount(ids, minlength=vocab).double()
+    assert counts[~kept].sum() == 0, name
+    ok, chi2, dof = _chi2_ok(counts, probs, n)
+    assert ok, (name, chi2, dof)
+
+
+def test_extreme_temperatures(gen: torch.Generator) -> None:
+    """T -> 0 keeps a finite scale (ties at the top share the draws), a huge T is uniform over
+    the allowed columns, and -inf columns are never drawn."""
+    vocab, n = 200, 20_000
+    logits = torch.randn(1, vocab, generator=gen)
+    logits[0, [3, 150]] = 5.0  # tied maximum
+    logits[0, 10:20] = float("-inf")
+    for temp in (1e-39, 1e-30, 1e-6):
+        ids, _ = sample_cpu(logits.expand(n, vocab), torch.full((n,), temp), torch.arange(n),
+                            torch.zeros(n, dtype=torch.int64))
+        counts = torch.bincount(ids, minlength=vocab)
+        assert counts[3] + counts[150] == n, temp
+        assert abs(int(counts[3]) - n / 2) < 4 * math.sqrt(n / 4), (temp, counts[3])
+    ids, _ = sample_cpu(logits.expand(n, vocab), torch.full((n,), 1e30), torch.arange(n),
+                        torch.zeros(n, dtype=torch.int64))
+    allowed = logits[0] > float("-inf")
+    counts = torch.bincount(ids, minlength=vocab).double()
+    assert counts[~allowed].sum() == 0
+    ok, chi2, dof = _chi2_ok(counts, allowed.double() / allowed.sum(), n)
+    assert ok, (chi2, dof)
+
+
+def test_filtered_rows_depend_only_on_their_seed_and_step(gen: torch.Generator) -> None:
+    """Each route (piece top-k, whole-row top-k, rejection top-p with misses, min-p, exact
+    fallback, greedy, no filter at all) gives a row the same token alone as in a mixed batch."""
+    for vocab in (1000, 8064):
+        rows = 12
+        logits = random_logits(rows, vocab, torch.float32, gen)
+        logits[5, :] = 0.0  # flat: top_p=0.02 misses every draw, the exact floor decides
+        logits[6, vocab // 3] = float("nan")
+        temps = torch.tensor([1.0, 0.7, 0.0, 1.3, 0.9, 1.0, 0.8, 1.0, 0.5, 2.0, 1.0, 1.1])
+        top_k = torch.tensor([40, 0, 0, 5, 0, 0, 0, 2000, 0, 0, 3, 0], dtype=torch.int32)
+        top_p = torch.tensor([1.0, 0.9, 1.0, 0.8, 1.0, 0.02, 0.5, 1.0, 0.95, 0.3, 1.0, 1.0])
+        min_p = torch.tensor([0.0, 0.0, 0.0, 0.0, 0.1, 0.0, 0.2, 0.0, 0.0, 0.05, 0.0, 0.0])
+        seeds = torch.randint(0, 2**62, (rows,), generator=gen)
+        steps = torch.randint(0, 2**40, (rows,), generator=gen)
+        cols = (temps, seeds, steps, top_k, top_p, min_p)
+        batch, _ = sample_cpu(logits, temps, seeds, steps, top_k=top_k, top_p=top_p,
+                              min_p=min_p)
+        for r in range(rows):
+            t, s, st, k, p, m = (c[r:r + 1] for c in cols)
+            alone, _ = sample_cpu(logits[r:r + 1], t, s, st, top_k=k, top_p=p, min_p=m)
+            assert alone[0] == batch[r], (vocab, r)
+            floor = logit_floor(logits[r:r + 1].nan_to_num(nan=float("-inf")), None, t, k, p, m)
+            assert logits[r, batch[r]] >= floor[0], (vocab, r)
+
+
+@pytest.mark.parametrize("vocab", [1000, 1024])  # zero-padded weights, and the fused softmax
+def test_reused_workspaces_give_fresh_results(vocab: int, gen: torch.Generator,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of changing size through the kept buffers draw what fresh buffers draw."""
+    logits = random_logits(40, vocab, torch.float32, gen)
+    kw = _rows(40, gen, (1.0, 0.7))
+    top_p = torch.full((40,), 0.8)
+
+    def run() -> list[list[int]]:
+        return [sample_cpu(logits[:n], **{k: v[:n] for k, v in kw.items()},
+                           top_p=top_p[:n] if filtered else None)[0].tolist()
+                for n in (3, 40, 5) for filtered in (False, True)]
+
+    monkeypatch.setattr("thinkgate.kernels.sample_rows_cpu._WORKSPACE", threading.local())
+    with torch.inference_mode():  # kept buffers made here stay writable outside (the engine)
+        kept = run()
+    assert run() == kept
+    monkeypatch.setattr("thinkgate.kernels.sample_rows_cpu.MAX_WORKSPACE", 0)
+    assert run() == kept
