@@ -32,6 +32,7 @@ from thinkgate.kernels.sampling import temperature_scale
 SPARSE_FRACTION = 1 / 16  # non-zero words x 32 below this share of the row: sparse route
 DENSE_FRACTION = 3 / 4  # allowed columns above this share: unmasked first
 _POPCOUNT: dict[torch.device, torch.Tensor] = {}
+FEW_BITS = 256  # allowed columns in a whole batch up to which Python walks the set bits
 _UNSETTLED = -2  # greedy_grammar's answer for a row it leaves to the torch routes
 _LANES = np.arange(32, dtype=np.int32)
 _BAN = np.float32(3e38)  # subtracted from banned logits in the masked argmax (see _masked_argmax)
@@ -190,7 +191,12 @@ def greedy_grammar(logits: torch.Tensor, words: torch.Tensor, n: int,
     w = words.numpy()  # (B, W) view
     sub = w if rows is None else w[rows]  # (R, W)
     rows = np.arange(x.shape[0]) if rows is None else rows
-    words_at = _nonzero_words(sub)
+    seg, word = np.nonzero(sub)  # row-major: each row's non-zero words in column order
+    if seg.size <= FEW_BITS:
+        ids = _few_bits_argmax(x, rows, seg, word, sub[seg, word].tolist())
+        if ids is not None:
+            return ids
+    words_at = seg, word, np.bincount(seg, minlength=sub.shape[0])
     sparse = words_at[2] * 32 <= SPARSE_FRACTION * x.shape[1]
     if sparse.all():
         return _sparse_argmax(x, sub, rows, words_at)
@@ -200,6 +206,28 @@ def greedy_grammar(logits: torch.Tensor, words: torch.Tensor, n: int,
     wide = ~sparse
     out[wide] = _checked_argmax(x, w, rows[wide], n)
     return out
+
+
+def _few_bits_argmax(x: np.ndarray, rows: np.ndarray, seg: np.ndarray, word: np.ndarray,
+                     values: list[int]) -> np.ndarray | None:
+    """The sparse route in plain Python when the batch allows at most FEW_BITS columns in all
+    (a step's numpy calls cost more than walking a few set bits); None above that."""
+    if sum((v & 0xFFFFFFFF).bit_count() for v in values) > FEW_BITS:
+        return None
+    hit_rows, hit_cols = [], []
+    for r, base, v in zip(seg.tolist(), (32 * word).tolist(), values):
+        v &= 0xFFFFFFFF
+        while v:
+            low = v & -v
+            hit_rows.append(r)
+            hit_cols.append(base + low.bit_length() - 1)
+            v ^= low
+    out, best = [-1] * rows.size, [-np.inf] * rows.size
+    vals = x[rows[hit_rows], hit_cols].tolist() if hit_rows else []
+    for r, c, v in zip(hit_rows, hit_cols, vals):
+        if v > best[r]:  # strict: the first maximum (columns ascend); never NaN, never -inf
+            best[r], out[r] = v, c
+    return np.array(out, dtype=np.int64)
 
 
 def _nonzero_words(sub: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

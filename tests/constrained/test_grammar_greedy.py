@@ -1,8 +1,9 @@
 """The CPU grammar path's greedy route (`sample_grammar_cpu.greedy_grammar`) against the spec.
 
-Each case is built to take one route (sparse words read in place, the unmasked maximum kept,
-the masked argmax after a miss, the torch routes for a row the route cannot settle); a spy
-checks the route was taken, and the ids must equal `sampling.sample_ref`'s greedy ids.
+Each case is built to take one route (a few set bits walked in Python, sparse words read in
+place, the unmasked maximum kept, the masked argmax after a miss, the torch routes for a row the
+route cannot settle); a spy checks the route was taken, and the ids must equal
+`sampling.sample_ref`'s greedy ids.
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ def gen() -> torch.Generator:
 @pytest.fixture
 def spy(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Counts of calls into each route of `greedy_grammar` and into the torch routes."""
-    calls = {"sparse": 0, "checked": 0, "masked": 0, "torch": 0}
-    for name, key in (("_sparse_argmax", "sparse"), ("_checked_argmax", "checked"),
+    calls = {"few": 0, "sparse": 0, "checked": 0, "masked": 0, "torch": 0}
+    for name, key in (("_few_bits_argmax", "few"), ("_sparse_argmax", "sparse"),
+                      ("_checked_argmax", "checked"),
                       ("_masked_argmax", "masked"), ("_routes", "torch")):
         real = getattr(sg, name)
 
@@ -64,12 +66,18 @@ def _case(route: str, vocab: int, gen: torch.Generator) -> tuple[torch.Tensor, t
     """(logits (4, vocab), allowed (4, vocab) bool) that send every row down `route`."""
     rows = 4
     logits = torch.randn(rows, vocab, generator=gen) * 3
-    if route == "sparse":  # a few allowed columns in at most two words
+    if route == "few":  # a few allowed columns in at most two words
         allowed = torch.zeros(rows, vocab, dtype=torch.bool)
         for r in range(rows):
             allowed[r, torch.randint(0, vocab, (3,), generator=gen)] = True
             allowed[r, 32 * (r % max(vocab // 32, 1)):][:5] = r != 3  # row 3: one word
         allowed[2] = False  # nothing allowed: -1
+    elif route == "sparse":  # too many columns for Python, in few enough words
+        allowed = torch.zeros(rows, vocab, dtype=torch.bool)
+        for r in range(rows):
+            start = int(torch.randint(0, vocab // 32 - 12, (1,), generator=gen))
+            allowed[r, 32 * start: 32 * (start + 12)] = True
+            allowed[r, 32 * start + r] = False
     else:
         allowed = torch.rand(rows, vocab, generator=gen) < 0.9
         top = logits.argmax(dim=1)
@@ -79,8 +87,9 @@ def _case(route: str, vocab: int, gen: torch.Generator) -> tuple[torch.Tensor, t
     return logits, allowed
 
 
-@pytest.mark.parametrize("vocab", [v for v in VOCABS if v >= 32])
-@pytest.mark.parametrize("route", ["sparse", "hit", "masked", "unsettled"])
+@pytest.mark.parametrize(("route", "vocab"), [  # 12 allowed words are sparse from 8064 on
+    (r, v) for r in ("few", "sparse", "hit", "masked", "unsettled") for v in VOCABS
+    if v >= 32 and (r != "sparse" or v >= 8064)])
 def test_each_greedy_route_matches_the_spec(route: str, vocab: int, gen: torch.Generator,
                                             spy: dict[str, int]) -> None:
     logits, allowed = _case(route, vocab, gen)
@@ -88,10 +97,12 @@ def test_each_greedy_route_matches_the_spec(route: str, vocab: int, gen: torch.G
     before = logits.clone(), bitmask.clone()
     assert torch.equal(_ours(logits, bitmask, vocab), _spec(logits, bitmask, vocab))
     assert torch.equal(logits, before[0]) and torch.equal(bitmask, before[1])  # read only
-    if route == "sparse" and vocab < 2048:  # short rows mix routes: the ids are what counts
+    if route == "few":
+        assert spy == {"few": 1, "sparse": 0, "checked": 0, "masked": 0, "torch": 0}
+    if vocab < 8064:  # short rows allow few columns in all: Python walks them whatever the case
         return
     assert spy["sparse"] == (1 if route == "sparse" else 0)
-    assert spy["checked"] == (0 if route == "sparse" else 1)
+    assert spy["checked"] == (1 if route in ("hit", "masked", "unsettled") else 0)
     assert spy["masked"] == (1 if route in ("masked", "unsettled") else 0)
     assert spy["torch"] == (1 if route == "unsettled" else 0)
 
@@ -119,18 +130,22 @@ def test_awkward_rows_match_the_spec(vocab: int, gen: torch.Generator) -> None:
     assert torch.equal(_ours(one, mask, vocab), _spec(one, mask, vocab))
 
 
-def test_sparse_rows_with_nan_and_minus_inf(gen: torch.Generator) -> None:
+@pytest.mark.parametrize("extra", [0, 128])  # 0: Python walks the bits; 128: numpy does
+def test_sparse_rows_with_nan_and_minus_inf(extra: int, gen: torch.Generator,
+                                            spy: dict[str, int]) -> None:
     vocab = 4096
     logits = torch.randn(3, vocab, generator=gen)
     allowed = torch.zeros(3, vocab, dtype=torch.bool)
-    allowed[:, [5, 40, 41, 3000]] = True
+    cols = [5, 40, 41, 3000, *range(3456, 3456 + extra)]
+    allowed[:, cols] = True
     logits[0, 40] = float("nan")  # banned as NaN; the others compete
-    logits[1, [5, 40, 41, 3000]] = float("-inf")  # allowed but all -inf: -1
+    logits[1, cols] = float("-inf")  # allowed but all -inf: -1
     logits[2, [40, 3000]] = 7.0  # tie: the first
     bitmask = _words(allowed)
     ours = _ours(logits, bitmask, vocab)
     assert torch.equal(ours, _spec(logits, bitmask, vocab))
     assert ours[1] == -1 and ours[2] == 40
+    assert spy["sparse"] == (0 if extra == 0 else 1)  # (Python declines 3 x 132 columns)
 
 
 def test_mixed_batch_greedy_rows_match_and_sampled_rows_stay_allowed(gen: torch.Generator
