@@ -51,16 +51,16 @@ def sample_grammar(
     (or past the mask) are banned; -1 where nothing is allowed."""
     num_rows, num_cols = logits.shape
     n = min(num_cols, limit, 32 * bitmask.shape[1])
-    words = bitmask[:, : (n + 31) // 32]
+    words = bitmask if bitmask.shape[1] == (n + 31) // 32 else bitmask[:, : (n + 31) // 32]
     if n % 32:  # bits past n are banned: clear them so counts and reads stop at n
         words = words.clone()
         words[:, -1] &= (1 << (n % 32)) - 1
     if logits.dtype != torch.float32 or n == 0:
         return _routes(logits, temperature, seeds, steps, bitmask, words, limit, n)
-    greedy = (temperature <= 0).numpy()  # (a NaN temperature takes the torch routes)
+    greedy = temperature.numpy() <= 0  # (a NaN temperature takes the torch routes)
     if greedy.all():
         ids = greedy_grammar(logits, words, n)
-        if not (ids == _UNSETTLED).any():
+        if ids.min(initial=0) > _UNSETTLED:
             return torch.from_numpy(ids)
     elif greedy.any():
         ids = np.full(num_rows, _UNSETTLED, dtype=np.int64)
