@@ -62,14 +62,17 @@ def sample_grammar(
         words[:, -1] &= (1 << (n % 32)) - 1
     if logits.dtype != torch.float32 or n == 0:
         return _routes(logits, temperature, seeds, steps, bitmask, words, limit, n)
-    greedy = temperature.numpy() <= 0  # (a NaN temperature takes the torch routes)
-    if greedy.all():
-        ids = greedy_grammar(logits, words, n)
-        if ids.min(initial=0) > _UNSETTLED:
+    # Python, not numpy, for these few values: after the forward the first call of each numpy
+    # function in a step costs ~10 us (cache-cold), the second ~1 us.
+    greedy = [t <= 0 for t in temperature.tolist()]  # (a NaN temperature takes the torch routes)
+    if all(greedy):
+        ids, settled = greedy_grammar(logits, words, n)
+        if settled:
             return torch.from_numpy(ids)
-    elif greedy.any():
+    elif any(greedy):
         ids = np.full(num_rows, _UNSETTLED, dtype=np.int64)
-        ids[greedy] = greedy_grammar(logits, words, n, np.flatnonzero(greedy))
+        rows = np.flatnonzero(greedy)
+        ids[rows] = greedy_grammar(logits, words, n, rows)[0]
     else:
         return _routes(logits, temperature, seeds, steps, bitmask, words, limit, n)
     out = torch.from_numpy(ids)
@@ -183,10 +186,11 @@ def _dense_first(logits: torch.Tensor, words: torch.Tensor, temperature: torch.T
 
 
 def greedy_grammar(logits: torch.Tensor, words: torch.Tensor, n: int,
-                   rows: np.ndarray | None = None) -> np.ndarray:
+                   rows: np.ndarray | None = None) -> tuple[np.ndarray, bool]:
     """(R,) int64 greedy ids of float32 `logits` rows (all, or `rows`) under `words` (B, ceil(n/32))
     int32, bits past `n` clear: the first maximal allowed column, -1 where no allowed logit is
-    above -inf, `_UNSETTLED` where the torch routes must answer (a NaN in the way).
+    above -inf, `_UNSETTLED` where the torch routes must answer (a NaN in the way); and whether
+    no row is `_UNSETTLED`.
 
     Sparse rows (few non-zero words) read only the logits their set bits name; the others take
     the row's unmasked first maximum when the mask allows it (the first maximal allowed column
@@ -195,43 +199,46 @@ def greedy_grammar(logits: torch.Tensor, words: torch.Tensor, n: int,
     x = logits.numpy()  # (B, V) view
     w = words.numpy()  # (B, W) view
     sub = w if rows is None else w[rows]  # (R, W)
-    rows = np.arange(x.shape[0]) if rows is None else rows
     seg, word = np.nonzero(sub)  # row-major: each row's non-zero words in column order
     if seg.size <= FEW_BITS:
-        ids = _few_bits_argmax(x, rows, seg, word, sub[seg, word].tolist())
+        ids = _few_bits_argmax(x, rows, sub.shape[0], seg, word, sub[seg, word].tolist())
         if ids is not None:
-            return ids
+            return ids, True
+    rows = np.arange(x.shape[0]) if rows is None else rows
     words_at = seg, word, np.bincount(seg, minlength=sub.shape[0])
     sparse = words_at[2] * 32 <= SPARSE_FRACTION * x.shape[1]
     if sparse.all():
-        return _sparse_argmax(x, sub, rows, words_at)
+        return _sparse_argmax(x, sub, rows, words_at), True
     out = np.empty(rows.size, dtype=np.int64)
     if sparse.any():
         out[sparse] = _sparse_argmax(x, sub[sparse], rows[sparse], _nonzero_words(sub[sparse]))
     wide = ~sparse
     out[wide] = _checked_argmax(x, w, rows[wide], n)
-    return out
+    return out, bool(out.min() > _UNSETTLED)
 
 
-def _few_bits_argmax(x: np.ndarray, rows: np.ndarray, seg: np.ndarray, word: np.ndarray,
-                     values: list[int]) -> np.ndarray | None:
+def _few_bits_argmax(x: np.ndarray, rows: np.ndarray | None, num_rows: int, seg: np.ndarray,
+                     word: np.ndarray, values: list[int]) -> np.ndarray | None:
     """The sparse route in plain Python when the batch allows at most FEW_BITS columns in all
-    (a step's numpy calls cost more than walking a few set bits); None above that."""
+    (a step's numpy calls cost more than walking a few set bits); None above that. `seg`
+    indexes `rows` (x's rows themselves when None)."""
     if sum((v & 0xFFFFFFFF).bit_count() for v in values) > FEW_BITS:
         return None
     hit_rows, hit_cols = [], []
-    for r, base, v in zip(seg.tolist(), (32 * word).tolist(), values):
+    for r, base, v in zip(seg.tolist(), word.tolist(), values):
         v &= 0xFFFFFFFF
+        base *= 32
         while v:
             low = v & -v
             hit_rows.append(r)
             hit_cols.append(base + low.bit_length() - 1)
             v ^= low
-    out, best = [-1] * rows.size, [-np.inf] * rows.size
-    vals = x[rows[hit_rows], hit_cols].tolist() if hit_rows else []
-    for r, c, v in zip(hit_rows, hit_cols, vals):
-        if v > best[r]:  # strict: the first maximum (columns ascend); never NaN, never -inf
-            best[r], out[r] = v, c
+    out, best = [-1] * num_rows, [-np.inf] * num_rows
+    if hit_rows:
+        at = hit_rows if rows is None else rows[hit_rows]
+        for r, c, v in zip(hit_rows, hit_cols, x[at, hit_cols].tolist()):
+            if v > best[r]:  # strict: the first maximum (columns ascend); never NaN, never -inf
+                best[r], out[r] = v, c
     return np.array(out, dtype=np.int64)
 
 
