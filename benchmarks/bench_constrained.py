@@ -1,7 +1,7 @@
 """Constrained vs unconstrained decoding throughput, and the exposed mask time.
 
     python -m thinkgate.benchmarks.bench_constrained [--model DIR] [--batches 1 8 32]
-        [--tokens 64] [--json F]
+        [--tokens 64] [--repeats 3] [--clock wall|cpu] [--threads N] [--json F]
 
 The model is the demo model unless `--model` names a folder: `real_vocab_model.py` builds one
 at the real Qwen3 vocabulary (151,936 logits, 151,669 tokens), where masks cost what they cost
@@ -13,6 +13,12 @@ of small objects: strings, integers, separators, so masks range from one token t
 vocabulary). It prints output tokens/s for both, their ratio, the CPU time per step spent
 filling the bitmask, and the part of it the step loop waited for (not hidden behind the
 forward). The grammar's compile happens before timing (it is cached per schema).
+
+Each cell runs `--repeats` alternating (plain, json) pairs and prints the median tok/s of each
+side, the median of the pairs' ratios and their range (`lo-hi`): on a shared machine the range
+says how far to trust the median. `--clock cpu` times with the process's CPU time instead of
+the wall clock, so waiting for a core other jobs hold does not count (with `--threads 1` and
+the inline fill on CPU, the process's CPU time is the step's work).
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ PROMPT = ("<|im_start|>user\nList people as JSON.<|im_end|>\n<|im_start|>assista
           "<think>\n\n</think>\n\n")
 
 
-def _run(llm: Any, batch: int, tokens: int, constrained: bool) -> dict[str, float]:
+def _run(llm: Any, batch: int, tokens: int, constrained: bool,
+         clock: Any = time.perf_counter) -> dict[str, float]:
     from thinkgate import SamplingParams, StructuredOutputsParams
 
     so = StructuredOutputsParams(json=SCHEMA) if constrained else None
@@ -42,7 +49,7 @@ def _run(llm: Any, batch: int, tokens: int, constrained: bool) -> dict[str, floa
     for i in range(batch):
         engine.add_request(f"b{batch}-{constrained}-{i}", PROMPT, params)
     fills, waits, steps, generated = [], [], 0, 0
-    start = time.perf_counter()
+    start = clock()
     while engine.has_unfinished_requests():
         outs = engine.step()
         steps += 1
@@ -50,7 +57,7 @@ def _run(llm: Any, batch: int, tokens: int, constrained: bool) -> dict[str, floa
             fills.append(hook.grammar.last_fill_s)
             waits.append(hook.grammar.last_wait_s)
         generated += sum(len(o.outputs[0].token_ids) for o in outs if o.finished)
-    elapsed = time.perf_counter() - start
+    elapsed = clock() - start
     return {"tok_s": generated / elapsed, "steps": steps, "tokens": generated,
             "fill_us": 1e6 * statistics.mean(fills) if fills else 0.0,
             "exposed_us": 1e6 * statistics.mean(waits) if waits else 0.0}
@@ -61,7 +68,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--model", default=None, help="HF folder (default: the demo model)")
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
     ap.add_argument("--tokens", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=3, help="best of N runs per cell")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="alternating (plain, json) pairs per cell; medians are printed")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="wall: perf_counter; cpu: process CPU time (robust to other jobs)")
     ap.add_argument("--json", default=None, help="write the table here as JSON")
     ap.add_argument("--threads", type=int, default=None,
                     help="torch intra-op threads (bench_engine uses 1 on the shared 2-core VM; "
@@ -79,23 +89,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     chat_layer_for(llm)  # the constrained-decoding hook, when LLM has not installed it
     _run(llm, 2, 8, True)  # warm-up: compile the schema, touch every code path
     _run(llm, 2, 8, False)
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     rows = []
-    print(f"{'batch':>5} {'plain tok/s':>12} {'json tok/s':>11} {'ratio':>6} "
+    print(f"{'batch':>5} {'plain tok/s':>12} {'json tok/s':>11} {'ratio':>6} {'range':>10} "
           f"{'fill us/step':>13} {'exposed us/step':>16}")
     for batch in args.batches:
         runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
         for _ in range(args.repeats):  # alternate, so load changes hit both sides alike
             for constrained in (False, True):
-                runs[constrained].append(_run(llm, batch, args.tokens, constrained))
-        plain = max(runs[False], key=lambda r: r["tok_s"])
-        cons = max(runs[True], key=lambda r: r["tok_s"])
-        row = {"batch": batch, "plain_tok_s": plain["tok_s"], "json_tok_s": cons["tok_s"],
-               "ratio": cons["tok_s"] / plain["tok_s"], "fill_us": cons["fill_us"],
-               "exposed_us": cons["exposed_us"]}
+                runs[constrained].append(_run(llm, batch, args.tokens, constrained, clock))
+        ratios = sorted(c["tok_s"] / p["tok_s"] for p, c in zip(runs[False], runs[True]))
+        row = {"batch": batch,
+               "plain_tok_s": statistics.median(r["tok_s"] for r in runs[False]),
+               "json_tok_s": statistics.median(r["tok_s"] for r in runs[True]),
+               "ratio": statistics.median(ratios), "ratio_lo": ratios[0], "ratio_hi": ratios[-1],
+               "fill_us": statistics.median(r["fill_us"] for r in runs[True]),
+               "exposed_us": statistics.median(r["exposed_us"] for r in runs[True])}
         rows.append(row)
+        spread = f"{row['ratio_lo']:.2f}-{row['ratio_hi']:.2f}"
         print(f"{batch:>5} {row['plain_tok_s']:>12.0f} {row['json_tok_s']:>11.0f} "
-              f"{row['ratio']:>6.2f} {row['fill_us']:>13.0f} {row['exposed_us']:>16.0f}")
-    result = {"benchmark": "constrained", "model": args.model or "demo", "tokens": args.tokens, "threads": args.threads,
+              f"{row['ratio']:>6.2f} {spread:>10} {row['fill_us']:>13.0f} "
+              f"{row['exposed_us']:>16.0f}")
+    result = {"benchmark": "constrained", "model": args.model or "demo", "tokens": args.tokens,
+              "threads": args.threads, "clock": args.clock, "repeats": args.repeats,
               "overlap": llm.llm_engine.structured_output.grammar.overlap, "rows": rows}
     print(f"mask fill overlapped with the forward: {result['overlap']}")
     if args.json:

@@ -119,9 +119,11 @@ class ConstrainedDecoding(StructuredOutputHook):
             inputs.bitmask = self.grammar.finish_fill()
             if inputs.bitmask is not None:
                 applies = [r is not None and r.constrained for r in rows]
-                inputs.grammar_rows = torch.tensor(applies).to(self.device, non_blocking=True)
+                if not all(applies):  # None: every row applies its bitmask row
+                    inputs.grammar_rows = torch.tensor(applies).to(self.device, non_blocking=True)
             inputs.banned_rows = [i for i, r in enumerate(rows) if r is not None and r.waiting]
-            inputs.banned_ids = self.stop_token_ids + self.implicit_end_ids
+            if inputs.banned_rows:
+                inputs.banned_ids = self.stop_token_ids + self.implicit_end_ids
         return inputs
 
     def accept(self, seqs: list[Sequence], token_ids: list[int],

@@ -52,11 +52,14 @@ class RequestGrammar:
         self.gate = gate
         self.enable_in_reasoning = enable_in_reasoning
         self.error: str | None = None
+        # The matcher's state changes only in `accept`, so its termination is read once there
+        # (the step asks `constrained` several times per row: fill, gate inputs, accept).
+        self._terminated = self.matcher.is_terminated()
 
     @property
     def constrained(self) -> bool:
         """Whether the next token is constrained by the grammar."""
-        if self.error is not None or self.matcher.is_terminated():
+        if self.error is not None or self._terminated:
             return False
         return self.enable_in_reasoning or self.gate is None or self.gate.answering
 
@@ -64,14 +67,14 @@ class RequestGrammar:
     def waiting(self) -> bool:
         """Still thinking before its grammar applies: the row must not stop yet (a request
         whose answer is constrained cannot end inside its reasoning)."""
-        if self.error is not None or self.matcher.is_terminated():
+        if self.error is not None or self._terminated:
             return False
-        return not self.constrained
+        return not (self.enable_in_reasoning or self.gate is None or self.gate.answering)
 
     @property
     def is_terminated(self) -> bool:
         """The grammar accepted its stop token: the request is complete."""
-        return self.matcher.is_terminated()
+        return self._terminated
 
     def accept(self, token_id: int) -> bool:
         """Advance with a sampled id; False (and `error` set) when the grammar rejects it. Call
@@ -83,6 +86,7 @@ class RequestGrammar:
             self.error = f"the grammar rejected token {token_id}"
             logger.warning("structured output: %s; ending the request", self.error)
             return False
+        self._terminated = self.matcher.is_terminated()
         return True
 
 

@@ -33,6 +33,7 @@ _NEG_INF_BITS = {
     for dtype in FLOAT_DTYPES
 }
 _LEFT_SHIFTS: dict[torch.device, torch.Tensor] = {}
+SPARSE_ROWS_FROM = 32768  # narrower rows: one branch-free pass costs less than finding words
 
 
 def unpack_bitmask_ref(bitmask: torch.Tensor, num_cols: int, cover: int) -> torch.Tensor:
@@ -68,26 +69,93 @@ def apply_token_bitmask_inplace_ref(
 def _mask_rows(logits: torch.Tensor, bitmask: torch.Tensor, cover: int) -> None:
     """Every row of `logits` (R, V) against the same row of `bitmask` (R, W), in place.
 
+    Rows of at least SPARSE_ROWS_FROM columns whose words mostly ban everything (a grammar
+    expecting structure: a few tokens allowed) are filled with -inf after saving the logits of
+    their non-zero words, which are masked and written back; the other rows take one
+    branch-free pass over [0, n) (`_mask_dense`)."""
+    num_rows, num_cols = logits.shape
+    n = min(num_cols, cover, 32 * bitmask.shape[1])
+    if n > 0:
+        sparse = None
+        if num_cols >= SPARSE_ROWS_FROM:
+            num_words = (n + 31) // 32
+            sparse = (bitmask[:, :num_words] == 0).sum(dim=1) * 2 > num_words  # (R,)
+        if sparse is None or not bool(sparse.any()):
+            _mask_dense(logits, bitmask, n)
+        elif bool(sparse.all()):
+            _mask_sparse(logits, bitmask, n, None)
+        else:
+            _mask_sparse(logits, bitmask, n, sparse.nonzero()[:, 0])
+            rows = (~sparse).nonzero()[:, 0]
+            sub = logits.index_select(0, rows)
+            _mask_dense(sub, bitmask.index_select(0, rows), n)
+            logits.index_copy_(0, rows, sub)
+    if n < num_cols:
+        logits[:, n:].fill_(float("-inf"))
+
+
+def _mask_dense(logits: torch.Tensor, bitmask: torch.Tensor, n: int) -> None:
+    """Columns [0, n) of every row in one branch-free pass (see `_mask_words`)."""
+    num_rows = logits.shape[0]
+    num_words = (n + 31) // 32
+    shifts = _left_shifts(bitmask.device)
+    keep = (bitmask[:, :num_words, None] << shifts).bitwise_right_shift_(31)  # (R, w, 32)
+    int_dtype = _INT_VIEW[logits.dtype]
+    keep = keep.view(num_rows, 32 * num_words)[:, :n].to(int_dtype)
+    bits = logits[:, :n].view(int_dtype)
+    bits.bitwise_and_(keep)
+    bits.bitwise_or_(keep.bitwise_not_().bitwise_and_(_NEG_INF_BITS[logits.dtype]))
+
+
+def _mask_sparse(logits: torch.Tensor, bitmask: torch.Tensor, n: int,
+                 rows: torch.Tensor | None) -> None:
+    """Columns [0, n) of `rows` (all if None): save the non-zero words' logits, fill -inf,
+    write the saved words back masked. Reads only the words that allow something."""
+    whole = n // 32  # words entirely inside [0, n)
+    if n % 32:  # the word n cuts, on its own
+        tail = logits[:, 32 * whole : n]
+        part = tail if rows is None else tail[rows]
+        _mask_words(part, bitmask[:, whole] if rows is None else bitmask[rows, whole],
+                    n - 32 * whole)
+        if rows is not None:
+            tail[rows] = part
+    if whole == 0:
+        return
+    x = logits[:, : 32 * whole].unflatten(1, (whole, 32))  # (R, W, 32) view
+    words = bitmask[:, :whole]
+    at = (words if rows is None else words[rows]).nonzero()  # (K, 2), row-major
+    r = at[:, 0] if rows is None else rows[at[:, 0]]
+    k = at[:, 1]
+    saved = x[r, k]  # (K, 32) copy of the live words
+    if rows is None:
+        x.fill_(float("-inf"))
+    else:
+        x[rows] = float("-inf")
+    _mask_words(saved, words[r, k], 32)
+    x[r, k] = saved
+
+
+def _mask_words(x: torch.Tensor, words: torch.Tensor, width: int) -> None:
+    """x (T, width) in place against one int32 word per row (T,), width <= 32.
+
     Branch-free on the logits' bit patterns, since `masked_fill_` with a random bool mask runs
     ~10x slower on CPU: a column's bit shifted to the sign and shifted back arithmetically gives
     `keep` = all ones (allowed) or zero (banned); then `x = (x & keep) | (-inf & ~keep)` leaves an
     allowed logit bit for bit as it was and writes exactly -inf over a banned one."""
-    num_rows, num_cols = logits.shape
-    n = min(num_cols, cover, 32 * bitmask.shape[1])
-    if n > 0:
-        num_words = (n + 31) // 32
-        shifts = _LEFT_SHIFTS.get(bitmask.device)
-        if shifts is None:
-            shifts = 31 - torch.arange(32, dtype=torch.int32, device=bitmask.device)
-            _LEFT_SHIFTS[bitmask.device] = shifts
-        keep = (bitmask[:, :num_words, None] << shifts).bitwise_right_shift_(31)  # (R, w, 32)
-        int_dtype = _INT_VIEW[logits.dtype]
-        keep = keep.view(num_rows, 32 * num_words)[:, :n].to(int_dtype)
-        bits = logits[:, :n].view(int_dtype)
-        bits.bitwise_and_(keep)
-        bits.bitwise_or_(keep.bitwise_not_().bitwise_and_(_NEG_INF_BITS[logits.dtype]))
-    if n < num_cols:
-        logits[:, n:].fill_(float("-inf"))
+    int_dtype = _INT_VIEW[x.dtype]
+    keep = (words[:, None] << _left_shifts(words.device)[:width]).bitwise_right_shift_(31).to(int_dtype)  # (T, w)
+    bits = x.view(int_dtype)
+    bits.bitwise_and_(keep)
+    bits.bitwise_or_(keep.bitwise_not_().bitwise_and_(_NEG_INF_BITS[x.dtype]))
+
+
+def _left_shifts(device: torch.device) -> torch.Tensor:
+    """(32,) int32: 31 - j, the left shift that moves bit j to the sign."""
+    shifts = _LEFT_SHIFTS.get(device)
+    if shifts is None:
+        shifts = 31 - torch.arange(32, dtype=torch.int32, device=device)
+        _LEFT_SHIFTS[device] = shifts
+    return shifts
 
 
 @triton.jit

@@ -172,3 +172,47 @@ def test_twin_keeps_allowed_bits_and_writes_exact_minus_inf(dtype: torch.dtype) 
     assert torch.equal(twin[0].view(int_dtype), logits[0].view(int_dtype))
     minus_inf = torch.full((48,), float("-inf"), dtype=dtype)
     assert torch.equal(twin[1].view(int_dtype), minus_inf.view(int_dtype))
+
+
+def _mask_of(allowed: torch.Tensor) -> torch.Tensor:
+    """(R, V) bool -> (R, ceil(V / 32)) int32 words, bit set = allowed."""
+    rows, vocab = allowed.shape
+    num_words = (vocab + 31) // 32
+    padded = torch.nn.functional.pad(allowed, (0, 32 * num_words - vocab))
+    w = (padded.view(rows, num_words, 32).long() << torch.arange(32)).sum(2)
+    return torch.where(w >= 2**31, w - 2**32, w).to(torch.int32)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("which", ["all", "partial"])
+@pytest.mark.parametrize("shape", ["sparse", "mixed"])
+def test_sparse_rows_route_matches_the_plain_rule(dtype: torch.dtype, which: str, shape: str,
+                                                  gen, monkeypatch) -> None:
+    """Wide rows that mostly ban everything are filled and their live words written back; the
+    result is bit for bit `where(allowed, logits, -inf)`, with a cover that cuts a word."""
+    import thinkgate.kernels.bitmask as bm
+
+    calls = []
+    real = bm._mask_sparse
+    monkeypatch.setattr(bm, "_mask_sparse", lambda *a: calls.append(a[3]) or real(*a))
+    rows, vocab, cover = 4, bm.SPARSE_ROWS_FROM + 100, bm.SPARSE_ROWS_FROM + 77
+    logits = random_logits(rows, vocab, dtype, gen, pad=5)  # strided rows
+    logits[0, 10] = float("nan")  # allowed below: kept as it is
+    allowed = torch.rand(rows, vocab, generator=gen) < 0.001  # sparse: scattered single tokens
+    allowed[:, 10] = True
+    allowed[:, cover - 3 : cover + 3] = True  # across the cut word and past the cover
+    if shape == "mixed":
+        allowed[1] = torch.rand(vocab, generator=gen) < 0.7  # a dense row takes the other pass
+    bitmask = _mask_of(allowed)
+    indices = {"all": None, "partial": [3, 1, 0]}[which]
+    ours = logits.clone()
+    apply_token_bitmask_inplace_ref(ours, bitmask, indices, vocab_size=cover)
+    keep = allowed & (torch.arange(vocab) < cover)
+    expected = torch.where(keep, logits, torch.tensor(float("-inf"), dtype=dtype))
+    picked = list(range(rows)) if indices is None else indices
+    expected[[r for r in range(rows) if r not in picked]] = logits[
+        [r for r in range(rows) if r not in picked]]
+    int_dtype = torch.int32 if dtype == torch.float32 else torch.int16
+    assert torch.equal(ours.view(int_dtype), expected.view(int_dtype))
+    assert len(calls) == 1  # the sparse route ran (on a subset when a dense row is mixed in)
+    assert (calls[0] is None) == (shape == "sparse")  # every (indexed) row sparse: no subset
