@@ -95,7 +95,7 @@ def _mask_rows(logits: torch.Tensor, bitmask: torch.Tensor, cover: int) -> None:
 
 
 def _mask_dense(logits: torch.Tensor, bitmask: torch.Tensor, n: int) -> None:
-    """Columns [0, n) of every row in one branch-free pass (see `_mask_words`)."""
+    """Columns [0, n) of every row in one branch-free pass (see `_mask_word_bits`)."""
     num_rows = logits.shape[0]
     num_words = (n + 31) // 32
     shifts = _left_shifts(bitmask.device)
@@ -115,7 +115,7 @@ def _mask_sparse(logits: torch.Tensor, bitmask: torch.Tensor, n: int,
     if n % 32:  # the word n cuts, on its own
         tail = logits[:, 32 * whole : n]
         part = tail if rows is None else tail[rows]
-        _mask_words(part, bitmask[:, whole] if rows is None else bitmask[rows, whole],
+        _mask_word_bits(part, bitmask[:, whole] if rows is None else bitmask[rows, whole],
                     n - 32 * whole)
         if rows is not None:
             tail[rows] = part
@@ -131,11 +131,11 @@ def _mask_sparse(logits: torch.Tensor, bitmask: torch.Tensor, n: int,
         x.fill_(float("-inf"))
     else:
         x[rows] = float("-inf")
-    _mask_words(saved, words[r, k], 32)
+    _mask_word_bits(saved, words[r, k], 32)
     x[r, k] = saved
 
 
-def _mask_words(x: torch.Tensor, words: torch.Tensor, width: int) -> None:
+def _mask_word_bits(x: torch.Tensor, words: torch.Tensor, width: int) -> None:
     """x (T, width) in place against one int32 word per row (T,), width <= 32.
 
     Branch-free on the logits' bit patterns, since `masked_fill_` with a random bool mask runs
