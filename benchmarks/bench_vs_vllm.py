@@ -91,6 +91,29 @@ def vllm_env() -> dict[str, str]:
     return env
 
 
+def _cpu_idle_fraction(window_s: float = 0.5) -> float:
+    """The machine's idle share of CPU time over `window_s` (from /proc/stat; 1.0 elsewhere)."""
+    def sample() -> tuple[int, int]:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+        return fields[3] + fields[4], sum(fields)  # idle + iowait, total
+
+    try:
+        idle0, total0 = sample()
+        time.sleep(window_s)
+        idle1, total1 = sample()
+    except OSError:
+        return 1.0
+    return (idle1 - idle0) / max(1, total1 - total0)
+
+
+def settle(max_s: float = 15.0, idle: float = 0.85) -> None:
+    """Wait (at most `max_s`) until the CPUs are mostly idle: an engine's processes keep a core
+    busy for a while after its run (seen with vLLM-CPU), which slowed whichever engine ran next."""
+    deadline = time.monotonic() + max_s
+    while time.monotonic() < deadline and _cpu_idle_fraction() < idle:
+        pass
+
+
 def alternate(cell: Cell, runners: dict[str, Callable[[Cell, bool], dict[str, Any]]],
               repeats: int) -> dict[str, Any]:
     """Run the cell `repeats` times per engine, engines alternating; medians per engine."""
@@ -99,6 +122,7 @@ def alternate(cell: Cell, runners: dict[str, Callable[[Cell, bool], dict[str, An
     for rep in range(repeats):
         order = list(runners) if rep % 2 == 0 else list(runners)[::-1]
         for name in order:
+            settle()
             row = runners[name](cell, rep == 0)
             runs[name].append(row)
             say(f"  {tag} {name:9s} {row['tok_s']:8.1f} tok/s  (run {rep + 1}/{repeats})")
