@@ -72,8 +72,8 @@ def add_model_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
                    help="run the engine's step loop on a thread of this process (default: the "
                         "engine core runs in a process of its own)")
     p.add_argument("--engine-threads", type=int, default=None,
-                   help="torch threads of the engine core process (default on CPU: one fewer "
-                        "than the cores available, at least 1)")
+                   help="torch threads of the engine core process (default on CPU: every core "
+                        "available, one fewer for models under 32 MiB of weights)")
 
 
 def add_server_args(p: argparse.ArgumentParser) -> None:

@@ -114,26 +114,53 @@ def _build(spec: dict[str, Any]) -> Any:
     from thinkgate.parsers import load_plugin
 
     config = spec["config"]
-    if spec.get("threads"):
-        torch.set_num_threads(int(spec["threads"]))
-    elif config.resolved_device == "cpu":
-        torch.set_num_threads(default_core_threads())
     for path in spec.get("plugins", ()):
         load_plugin(path)
     engine = LLMEngine(config)
     engine.structured_output = ConstrainedDecoding.for_engine(engine, spec.get("reasoning_parser"))
+    if spec.get("threads"):
+        torch.set_num_threads(int(spec["threads"]))
+    elif engine.device.type == "cpu":
+        weight_bytes = model_weight_bytes(engine.loaded.model, engine.loaded.dtype)
+        threads = default_core_threads(weight_bytes)
+        torch.set_num_threads(threads)
+        logger.info("engine core: %d torch threads (%.0f MB of weights)", threads,
+                    weight_bytes / 1e6)
     return engine
 
 
-def default_core_threads() -> int:
-    """Torch threads of a CPU engine core: every core this process may run on but one, which
-    is left to the API process (HTTP, JSON, parsing). Two OpenMP threads sharing a core with the
-    API process stall each other: on this project's 2-core machine under load, 2 threads gave
-    16 tok/s at batch 1 where 1 thread gave 242 (vLLM-CPU reserves a core the same way)."""
+SMALL_MODEL_BYTES = 32 << 20
+
+
+def model_weight_bytes(model: Any, dtype: Any) -> int:
+    """Bytes of the model's weights: its parameters plus the oneDNN-packed projections (which
+    hold their weight outside the parameters)."""
+    import torch
+    from thinkgate.engine.models.packed_linear import PackedLinear
+
+    total = sum(p.numel() * p.element_size() for p in model.parameters())
+    item = torch.empty((), dtype=dtype).element_size()
+    for module in model.modules():
+        if isinstance(module, PackedLinear):
+            total += module.in_features * module.out_features * item
+    return total
+
+
+def default_core_threads(weight_bytes: int) -> int:
+    """Torch threads of a CPU engine core. A model under `SMALL_MODEL_BYTES` of weights steps
+    so fast that the API process (HTTP, JSON, parsing: ~0.15-0.4 ms of CPU per token) needs a
+    core of its own, so the core takes every core but one: two OpenMP threads sharing a core
+    with a busy API process stall each other (the 11 MB demo model on this project's 2-core
+    machine under load: 16 tok/s at batch 1 with 2 threads, 242 with 1). A larger model is
+    bound by weight traffic and leaves the API process mostly idle, so it takes every core
+    (SmolLM2-135M, 270 MB in bf16, server: 15.7 -> 22.0 tok/s at concurrency 1 and
+    88-112 -> 127-136 at 8 with 2 threads instead of 1)."""
     try:
         available = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         available = os.cpu_count() or 1
+    if weight_bytes >= SMALL_MODEL_BYTES:
+        return available
     return max(1, available - 1)
 
 

@@ -128,3 +128,13 @@ def test_a_killed_core_ends_open_streams_and_refuses_new_requests(demo_dir: str)
             asyncio.run(_collect(client, [1, 2], params, "after"))
     finally:
         client.shutdown()
+
+
+def test_core_threads_leave_the_api_a_core_only_for_small_models(monkeypatch) -> None:
+    from thinkgate.engine import engine_core
+
+    monkeypatch.setattr(engine_core.os, "sched_getaffinity", lambda _: {0, 1, 2, 3})
+    assert engine_core.default_core_threads(4 << 20) == 3
+    assert engine_core.default_core_threads(engine_core.SMALL_MODEL_BYTES) == 4
+    monkeypatch.setattr(engine_core.os, "sched_getaffinity", lambda _: {0})
+    assert engine_core.default_core_threads(4 << 20) == 1
