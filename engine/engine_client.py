@@ -127,6 +127,9 @@ class EngineProcessClient:
             self.process.kill()
             self.process.join(timeout)
         self._conn.close()
+        streams, self._streams = self._streams, {}
+        for target in streams.values():  # nobody waits forever on a stopped engine
+            _put(target, EngineDeadError("the engine was shut down"))
 
     # --- the pipe ---------------------------------------------------------------------------
 

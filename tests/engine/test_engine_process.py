@@ -138,3 +138,21 @@ def test_core_threads_leave_the_api_a_core_only_for_small_models(monkeypatch) ->
     assert engine_core.default_core_threads(engine_core.SMALL_MODEL_BYTES) == 4
     monkeypatch.setattr(engine_core.os, "sched_getaffinity", lambda _: {0})
     assert engine_core.default_core_threads(4 << 20) == 1
+
+
+def test_shutdown_ends_open_streams(demo_dir: str) -> None:
+    client = EngineProcessClient(EngineConfig(model=demo_dir, max_num_seqs=4), None)
+    params = SamplingParams(temperature=0, max_tokens=100_000, ignore_eos=True,
+                            output_kind=RequestOutputKind.DELTA)
+
+    async def main() -> BaseException | None:
+        try:
+            async for _ in client.generate([1, 2, 3], params, "open"):
+                client.shutdown()
+        except EngineDeadError as exc:
+            return exc
+        return None
+
+    error = asyncio.run(asyncio.wait_for(main(), timeout=60))
+    assert error is not None and "shut down" in str(error)
+    assert not client.process.is_alive() and not client.is_running
