@@ -46,6 +46,17 @@ def unpack_bitmask_ref(bitmask: torch.Tensor, num_cols: int, cover: int) -> torc
     return allowed
 
 
+def pack_bitmask_ref(allowed: torch.Tensor) -> torch.Tensor:
+    """(R, V) bool -> (R, ceil(V / 32)) int32 words, bit set = allowed (`unpack_bitmask_ref`'s
+    inverse; columns past V are banned)."""
+    rows, vocab = allowed.shape
+    num_words = (vocab + 31) // 32
+    padded = torch.nn.functional.pad(allowed, (0, 32 * num_words - vocab))
+    shifts = torch.arange(32, device=allowed.device)
+    w = (padded.view(rows, num_words, 32).long() << shifts).sum(2)
+    return torch.where(w >= 2**31, w - 2**32, w).to(torch.int32)
+
+
 def apply_token_bitmask_inplace_ref(
     logits: torch.Tensor,
     bitmask: torch.Tensor,

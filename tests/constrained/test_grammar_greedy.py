@@ -12,18 +12,10 @@ import pytest
 import torch
 from thinkgate.kernels import SamplingTensors, sample
 from thinkgate.kernels import sample_grammar_cpu as sg
+from thinkgate.kernels.bitmask import pack_bitmask_ref
 from thinkgate.kernels.sampling import sample_ref
 
 VOCABS = [1, 31, 33, 2048, 8064, 32001]
-
-
-def _words(allowed: torch.Tensor) -> torch.Tensor:
-    """(R, V) bool -> (R, ceil(V / 32)) int32 bitmask, bit set = allowed."""
-    rows, vocab = allowed.shape
-    num_words = (vocab + 31) // 32
-    padded = torch.nn.functional.pad(allowed, (0, 32 * num_words - vocab))
-    w = (padded.view(rows, num_words, 32).long() << torch.arange(32)).sum(2)
-    return torch.where(w >= 2**31, w - 2**32, w).to(torch.int32)
 
 
 def _spec(logits: torch.Tensor, bitmask: torch.Tensor, limit: int) -> torch.Tensor:
@@ -93,7 +85,7 @@ def _case(route: str, vocab: int, gen: torch.Generator) -> tuple[torch.Tensor, t
 def test_each_greedy_route_matches_the_spec(route: str, vocab: int, gen: torch.Generator,
                                             spy: dict[str, int]) -> None:
     logits, allowed = _case(route, vocab, gen)
-    bitmask = _words(allowed)
+    bitmask = pack_bitmask_ref(allowed)
     before = logits.clone(), bitmask.clone()
     assert torch.equal(_ours(logits, bitmask, vocab), _spec(logits, bitmask, vocab))
     assert torch.equal(logits, before[0]) and torch.equal(bitmask, before[1])  # read only
@@ -122,7 +114,7 @@ def test_awkward_rows_match_the_spec(vocab: int, gen: torch.Generator) -> None:
     allowed = torch.rand(rows, vocab, generator=gen) < torch.linspace(0.02, 1.0, rows)[:, None]
     allowed[6] = False
     allowed[7, :] = True
-    bitmask = _words(allowed)
+    bitmask = pack_bitmask_ref(allowed)
     for limit in sorted({vocab, max(vocab - 3, 1), max(vocab // 2, 1)}):
         assert torch.equal(_ours(logits, bitmask, limit), _spec(logits, bitmask, limit)), limit
     one = logits[5:6].expand(6, vocab)  # stride-0 rows
@@ -141,7 +133,7 @@ def test_sparse_rows_with_nan_and_minus_inf(extra: int, gen: torch.Generator,
     logits[0, 40] = float("nan")  # banned as NaN; the others compete
     logits[1, cols] = float("-inf")  # allowed but all -inf: -1
     logits[2, [40, 3000]] = 7.0  # tie: the first
-    bitmask = _words(allowed)
+    bitmask = pack_bitmask_ref(allowed)
     ours = _ours(logits, bitmask, vocab)
     assert torch.equal(ours, _spec(logits, bitmask, vocab))
     assert ours[1] == -1 and ours[2] == 40
@@ -154,7 +146,7 @@ def test_mixed_batch_greedy_rows_match_and_sampled_rows_stay_allowed(gen: torch.
     logits = torch.randn(rows, vocab, generator=gen) * 2
     allowed = torch.rand(rows, vocab, generator=gen) < torch.linspace(0.001, 0.95, rows)[:, None]
     allowed[:, 17] = True
-    bitmask = _words(allowed)
+    bitmask = pack_bitmask_ref(allowed)
     temperature = torch.tensor([0.0, 0.8] * (rows // 2))
     ours = _ours(logits, bitmask, vocab, temperature)
     greedy = temperature <= 0
@@ -169,7 +161,7 @@ def test_public_sample_at_a_large_vocabulary_takes_the_route(gen: torch.Generato
     vocab, rows = 40_000, 8
     logits = torch.randn(rows, vocab, generator=gen)
     allowed = torch.rand(rows, vocab, generator=gen) < torch.tensor([0.0005, 0.5] * 4)[:, None]
-    bitmask = _words(allowed)
+    bitmask = pack_bitmask_ref(allowed)
     tensors = SamplingTensors.from_lists([0.0] * rows)
     got = sample(logits, tensors, bitmask=bitmask, vocab_size=vocab - 1).token_ids
     assert torch.equal(got, _spec(logits, bitmask, vocab - 1))

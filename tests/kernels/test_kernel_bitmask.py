@@ -10,6 +10,7 @@ from thinkgate.kernels.bitmask import (
     apply_token_bitmask_inplace_ref,
     apply_token_bitmask_inplace_triton,
     check_indices,
+    pack_bitmask_ref,
 )
 
 VOCABS = [1, 31, 32, 33, 8192, 32000, 32001, 151936]
@@ -174,15 +175,6 @@ def test_twin_keeps_allowed_bits_and_writes_exact_minus_inf(dtype: torch.dtype) 
     assert torch.equal(twin[1].view(int_dtype), minus_inf.view(int_dtype))
 
 
-def _mask_of(allowed: torch.Tensor) -> torch.Tensor:
-    """(R, V) bool -> (R, ceil(V / 32)) int32 words, bit set = allowed."""
-    rows, vocab = allowed.shape
-    num_words = (vocab + 31) // 32
-    padded = torch.nn.functional.pad(allowed, (0, 32 * num_words - vocab))
-    w = (padded.view(rows, num_words, 32).long() << torch.arange(32)).sum(2)
-    return torch.where(w >= 2**31, w - 2**32, w).to(torch.int32)
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("which", ["all", "partial"])
 @pytest.mark.parametrize("shape", ["sparse", "mixed"])
@@ -203,7 +195,7 @@ def test_sparse_rows_route_matches_the_plain_rule(dtype: torch.dtype, which: str
     allowed[:, cover - 3 : cover + 3] = True  # across the cut word and past the cover
     if shape == "mixed":
         allowed[1] = torch.rand(vocab, generator=gen) < 0.7  # a dense row takes the other pass
-    bitmask = _mask_of(allowed)
+    bitmask = pack_bitmask_ref(allowed)
     indices = {"all": None, "partial": [3, 1, 0]}[which]
     ours = logits.clone()
     apply_token_bitmask_inplace_ref(ours, bitmask, indices, vocab_size=cover)
