@@ -106,7 +106,7 @@ def _dispatch(ns: argparse.Namespace) -> None:
 
         serve(resolve_model_args(ns))
     elif ns.command == "run-batch":
-        from thinkgate.api.batch_runner import run_batch
+        from thinkgate.api.batch.offline import run_batch
 
         run_batch(resolve_model_args(ns))
     elif ns.command == "chat":

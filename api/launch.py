@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from thinkgate.api.metrics import ServerMetrics
-from thinkgate.api.server import ServerConfig, ServerState, build_app
+from thinkgate.api.server.app import ServerConfig, ServerState, build_app
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ class BatchReplica:
     """One engine replica: a Ray Data actor mapping batches of lines to result lines."""
 
     def __init__(self, ns_vars: dict[str, Any]) -> None:
-        from thinkgate.api.batch_runner import InProcessClient
+        from thinkgate.api.batch.in_process import InProcessClient
 
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)
@@ -39,7 +39,7 @@ class BatchReplica:
         return {"result": self.loop.run_until_complete(self._run(lines))}
 
     async def _run(self, lines: list[tuple[int, str]]) -> list[str]:
-        from thinkgate.api.batch import run_lines
+        from thinkgate.api.batch.lines import run_lines
 
         rows: list[str] = []
         async with self.runner.client() as client:
@@ -72,7 +72,7 @@ def _replicas(ray: Any, requested: int | None) -> tuple[int, float]:
 
 
 def run_ray_batch(ns: argparse.Namespace, lines: list[tuple[int, str]]) -> None:
-    from thinkgate.api.batch import open_output
+    from thinkgate.api.batch.lines import open_output
 
     ray = _init_ray(ns.ray_address)
     num_replicas, gpus_each = _replicas(ray, ns.num_replicas)

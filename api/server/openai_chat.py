@@ -26,7 +26,8 @@ from thinkgate.api.generation import (
 from thinkgate.api.logprobs import chat_logprobs
 from thinkgate.api.protocol import ChatCompletionRequest, TokenizeRequest
 from thinkgate.api.sampling import build_sampling_params, sampling_kwargs
-from thinkgate.api.server import ServerState, full_response, parse_body, stream_response
+from thinkgate.api.server.helpers import full_response, parse_body, stream_response
+from thinkgate.api.server.state import ServerState
 from thinkgate.engine.outputs import CompletionOutput
 
 router = APIRouter()

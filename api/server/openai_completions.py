@@ -20,7 +20,8 @@ from thinkgate.api.generation import (
 from thinkgate.api.logprobs import completion_logprobs
 from thinkgate.api.protocol import CompletionRequest
 from thinkgate.api.sampling import build_sampling_params, sampling_kwargs
-from thinkgate.api.server import ServerState, full_response, parse_body, stream_response
+from thinkgate.api.server.helpers import full_response, parse_body, stream_response
+from thinkgate.api.server.state import ServerState
 
 router = APIRouter()
 

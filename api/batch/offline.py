@@ -8,28 +8,17 @@ import json
 import logging
 from typing import Any
 
-from thinkgate.api.batch import finished_keys, open_output, pending_lines, read_lines, run_lines
+from thinkgate.api.batch.in_process import InProcessClient
+from thinkgate.api.batch.lines import (
+    finished_keys,
+    open_output,
+    pending_lines,
+    read_lines,
+    run_lines,
+)
 
 logger = logging.getLogger(__name__)
 logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per batch request
-
-
-class InProcessClient:
-    """An HTTP client over the server's FastAPI app, in this process (no socket)."""
-
-    def __init__(self, ns: argparse.Namespace, engine: Any | None = None) -> None:
-        import httpx
-        from thinkgate.api.launch import build_state
-        from thinkgate.api.server import build_app
-
-        self.state = build_state(ns, engine)
-        self.app = build_app(self.state)
-        self._httpx = httpx
-
-    def client(self) -> Any:
-        transport = self._httpx.ASGITransport(app=self.app)
-        return self._httpx.AsyncClient(transport=transport, base_url="http://thinkgate.batch",
-                                       timeout=None)
 
 
 async def run_in_process(
@@ -64,7 +53,7 @@ def run_batch(ns: argparse.Namespace) -> None:
         print(f"run-batch: nothing to run; {ns.output_file} is complete", flush=True)
         return
     if ns.ray:
-        from thinkgate.api.ray_batch import run_ray_batch
+        from thinkgate.api.batch.ray_runner import run_ray_batch
 
         run_ray_batch(ns, todo)
         return

@@ -1,0 +1,1 @@
+"""Batch runs: offline `run-batch` (one machine or Ray) over the server's app in-process."""

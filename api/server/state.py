@@ -1,0 +1,75 @@
+"""What every route handler shares: the HTTP layer's config and the server state."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from thinkgate.api.errors import APIError, unknown_model_error
+from thinkgate.api.metrics import ServerMetrics
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """How the HTTP layer behaves (the model and engine are configured elsewhere)."""
+
+    served_model_names: tuple[str, ...]
+    api_key: str | None = None
+    allowed_origins: tuple[str, ...] = ("*",)
+    allowed_methods: tuple[str, ...] = ("*",)
+    allowed_headers: tuple[str, ...] = ("*",)
+    allow_credentials: bool = False
+    max_concurrent_requests: int = 512  # generation requests in flight before 429
+    return_reasoning_content: bool = True  # also send `reasoning_content` (older clients)
+
+    def __post_init__(self) -> None:
+        if not self.served_model_names:
+            raise ValueError("served_model_names must name at least one model")
+        if self.max_concurrent_requests < 1:
+            raise ValueError(
+                f"max_concurrent_requests must be >= 1, got {self.max_concurrent_requests}"
+            )
+
+
+@dataclass
+class ServerState:
+    """What the route handlers share: the engine, its chat layer, config and metrics."""
+
+    engine: Any  # the async engine (thinkgate.engine): generate / abort / tokenizer
+    config: ServerConfig
+    metrics: ServerMetrics
+    chat: Any  # thinkgate.api.chat.ChatLayer: template, parsers, constraints
+    max_model_len: int
+    created: int = field(default_factory=lambda: int(time.time()))
+    in_flight: int = 0
+
+    @property
+    def model_name(self) -> str:
+        return self.config.served_model_names[0]
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.engine.tokenizer
+
+    def check_model(self, model: str | None) -> None:
+        if model is not None and model not in self.config.served_model_names:
+            raise unknown_model_error(model)
+
+    def admit(self) -> None:
+        """Take a slot for one generation request or raise 429."""
+        if self.in_flight >= self.config.max_concurrent_requests:
+            self.metrics.rejected.inc()
+            raise APIError(
+                f"The server is at capacity ({self.config.max_concurrent_requests} requests in "
+                "flight); retry later.",
+                status_code=429,
+                type="rate_limit_error",
+                code="rate_limit_exceeded",
+            )
+        self.in_flight += 1
+        self.metrics.running.set(self.in_flight)
+
+    def release(self) -> None:
+        self.in_flight -= 1
+        self.metrics.running.set(self.in_flight)
