@@ -58,6 +58,7 @@ def all_launches(record: Record) -> list:
     _reasoning(record, out)
     _sampler(record, out)
     _paged_attention(record, out)
+    _paged_prefill(record, out)
     return out
 
 
@@ -83,6 +84,22 @@ def _paged_attention(record: Record, out: list) -> None:
         record(paged_attention, "_paged_decode_kernel", f"{dtype} {model} block=16", out,
                lambda q=q, c=cache, t=tables, n=lens:
                paged_attention.paged_decode_attention_triton(q, c, c, t, n, 0.1))
+
+
+def _paged_prefill(record: Record, out: list) -> None:
+    from thinkgate.kernels import paged_prefill
+
+    cases = [(m, "bf16", 16) for m in PAGED_SHAPES]
+    cases += [("Qwen3-0.6B", "fp32", 16), ("Qwen3-0.6B", "fp16", 16), ("Qwen3-0.6B", "bf16", 32)]
+    for model, dtype, block_size in cases:
+        heads, kv_heads, dim = PAGED_SHAPES[model]
+        q = torch.zeros(2, 40, heads, dim, dtype=DTYPES[dtype])
+        cache = torch.zeros(9, block_size, kv_heads, dim, dtype=DTYPES[dtype])
+        tables = torch.zeros(2, 4, dtype=torch.int32)
+        lens = torch.tensor([40, 30], dtype=torch.int32)
+        record(paged_prefill, "_paged_prefill_kernel", f"{dtype} {model} block={block_size}",
+               out, lambda q=q, c=cache, t=tables, n=lens:
+               paged_prefill.paged_prefill_attention_triton(q, c, c, t, n, n + 10, 0.1))
 
 
 def _bitmask(record: Record, out: list) -> None:
