@@ -65,6 +65,11 @@ def add_model_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     p.add_argument("--kv-cache-memory-bytes", type=int, default=None)
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--enforce-eager", action="store_true",
+                   help="run every decode step eagerly (default on CUDA: CUDA graphs)")
+    p.add_argument("--attention-backend", default=None, choices=["TRITON_ATTN", "TORCH_SDPA"],
+                   help="TRITON_ATTN: paged Triton kernels (default on CUDA); TORCH_SDPA: "
+                        "gather the blocks and run torch SDPA (default on CPU)")
     p.add_argument("--prefill-delay-steps", type=int, default=0,
                    help="decode steps a few new requests may wait so that they are prefilled "
                         "together while others decode (0: prefill each arrival at once)")

@@ -35,6 +35,8 @@ class LLM:
         kv_cache_memory_bytes: int | None = None,
         gpu_memory_utilization: float = 0.9,
         kv_layout: str = "auto",
+        enforce_eager: bool = False,
+        attention_backend: str | None = None,
         **kwargs: Any,
     ) -> None:
         unknown = set(kwargs) - {"reasoning_parser", "tool_call_parser", "trust_remote_code"}
@@ -57,6 +59,8 @@ class LLM:
             kv_cache_memory_bytes=kv_cache_memory_bytes,
             gpu_memory_utilization=gpu_memory_utilization,
             kv_layout=kv_layout,
+            enforce_eager=enforce_eager,
+            attention_backend=attention_backend,
             trust_remote_code=bool(kwargs.get("trust_remote_code", False)),
             reasoning_parser=kwargs.get("reasoning_parser"),
         )

@@ -69,6 +69,9 @@ def resolve_dtype(
     return torch.bfloat16 if native_bf16 else torch.float32
 
 
+ATTENTION_BACKENDS = (None, "TRITON_ATTN", "TORCH_SDPA")
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """Everything the engine needs to start; `model=None` means the bundled demo model."""
@@ -90,6 +93,10 @@ class EngineConfig:
     reasoning_parser: str | None = None  # its end-of-thinking marker gates the grammar (issue 7)
     # decode steps a few new arrivals may wait to be prefilled together (see scheduler.py)
     prefill_delay_steps: int = 0
+    # "TRITON_ATTN": paged Triton kernels read K/V in place; "TORCH_SDPA": gather + SDPA;
+    # None: TRITON_ATTN on CUDA with the paged layout, TORCH_SDPA elsewhere (vLLM's names)
+    attention_backend: str | None = None
+    enforce_eager: bool = False  # vLLM's name: no CUDA graphs (on CPU every step is eager)
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES and not isinstance(self.dtype, torch.dtype):
@@ -118,6 +125,11 @@ class EngineConfig:
         if not isinstance(self.prefill_delay_steps, int) or self.prefill_delay_steps < 0:
             raise ValueError(
                 f"prefill_delay_steps must be an int >= 0, got {self.prefill_delay_steps!r}")
+        if self.attention_backend not in ATTENTION_BACKENDS:
+            raise ValueError(f"attention_backend must be one of {ATTENTION_BACKENDS}, got "
+                             f"{self.attention_backend!r}")
+        if not isinstance(self.enforce_eager, bool):
+            raise ValueError(f"enforce_eager must be a bool, got {self.enforce_eager!r}")
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an int, got {self.seed!r}")
 

@@ -6,10 +6,17 @@ Layout per layer: K and V of shape (num_blocks + 1, block_size, num_kv_heads, he
 into (B, L, kv_heads, D), L = max blocks in the batch x block_size, and runs torch SDPA with a
 mask `key_position <= query_position`, which covers causality, padding and chunked context alike
 (rows of equal length need no mask: decode attends every key, a fresh prefill is causal).
+
+With `paged_kernels` (attention backend "TRITON_ATTN", the default on CUDA) the metadata carries
+per-row query and context lengths instead, and attention reads K/V in place through the block
+table: `kernels.paged_attention` for decode, `kernels.paged_prefill` for prefill and chunked
+prefill; Triton on CUDA (and under TRITON_INTERPRET=1), their torch twins on CPU. Its shapes do
+not depend on the batch's lengths, so decode steps can be captured as CUDA graphs.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -26,6 +33,9 @@ class AttentionMetadata:
     attn_mask: torch.Tensor | None  # (B, 1, T, num_keys) bool, True = attend; None: see below
     is_causal: bool  # with no mask: causal (prefill of equal fresh rows) or full (equal decode)
     row_start: int = 0  # contiguous layout (block_tables None): the batch is rows [start, start+B)
+    # paged kernels: (B,) int32 new tokens and cached tokens (new ones included) per row
+    query_lens: torch.Tensor | None = None
+    context_lens: torch.Tensor | None = None
 
 
 def build_attention_metadata(
@@ -35,8 +45,14 @@ def build_attention_metadata(
     context_lens: list[int],  # per row: tokens cached after this step's writes
     fresh_prefill: bool,  # every row's new tokens start at position 0
     row_start: int = 0,
+    paged_kernels: bool = False,  # read K/V in place (needs block tables); see the module doc
 ) -> AttentionMetadata:
     num_keys = max(context_lens)
+    if paged_kernels and block_tables is not None:
+        lens = torch.tensor(context_lens, dtype=torch.int32, device=positions.device)
+        query_lens = lens - positions[:, 0].to(torch.int32)  # a row's first position = cached
+        return AttentionMetadata(slot_mapping, block_tables, num_keys, None, False, row_start,
+                                 query_lens, lens)
     uniform = min(context_lens) == num_keys
     if uniform and (positions.shape[1] == 1 or fresh_prefill):
         # equal rows: decode attends every key, a fresh prefill is plain causal (no padding)
@@ -60,6 +76,8 @@ def paged_attention(
     kv_heads = k.shape[2]
     k_cache.view(-1, kv_heads, d).index_copy_(0, meta.slot_mapping, k.reshape(-1, kv_heads, d))
     v_cache.view(-1, kv_heads, d).index_copy_(0, meta.slot_mapping, v.reshape(-1, kv_heads, d))
+    if meta.context_lens is not None:
+        return attend_in_place(q, k_cache, v_cache, meta)
     n = meta.num_keys
     if meta.block_tables is None:  # contiguous layout: the batch's rows are a slice
         rows = slice(meta.row_start, meta.row_start + b)
@@ -84,6 +102,29 @@ def paged_attention(
         enable_gqa=kv_heads != h,
     )
     return out.transpose(1, 2).reshape(b, t, h * d)
+
+
+def attend_in_place(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata
+) -> torch.Tensor:
+    """(B, T, H * D) from the paged kernels (their launchers: the engine's inputs are valid by
+    construction, and the checks would cost ~10 us per layer)."""
+    from thinkgate.kernels import paged_attention as decode
+    from thinkgate.kernels import paged_prefill as prefill
+    from thinkgate.kernels.backend import use_triton
+
+    b, t, h, d = q.shape
+    scale = 1.0 / math.sqrt(d)
+    on_triton = use_triton(q)
+    if t == 1:
+        run = decode.paged_decode_attention_triton if on_triton else (
+            decode.paged_decode_attention_ref)
+        out = run(q[:, 0], k_cache, v_cache, meta.block_tables, meta.context_lens, scale)
+        return out.reshape(b, 1, h * d)
+    run = prefill.paged_prefill_attention_triton if on_triton else (
+        prefill.paged_prefill_attention_ref)
+    out = run(q, k_cache, v_cache, meta.block_tables, meta.query_lens, meta.context_lens, scale)
+    return out.reshape(b, t, h * d)
 
 
 class KVCache:

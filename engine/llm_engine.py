@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from thinkgate.engine.block_manager import BlockManager
 from thinkgate.engine.config import EngineConfig
+from thinkgate.engine.cuda_graphs import DecodeGraphs, attention_plan, capture_sizes
 from thinkgate.engine.detokenizer import IncrementalDetokenizer
 from thinkgate.engine.kv_cache import KVCache
 from thinkgate.engine.model_loader import LoadedModel, load_model
@@ -73,6 +74,7 @@ class LLMEngine:
             prefill_delay_steps=config.prefill_delay_steps,
         )
         self.runner = ModelRunner(self.loaded, self.kv_cache, self.device)
+        self._plan_attention()
         self.sampler = Sampler(self.vocab_size, self.eos_token_ids, self.device)
         if structured_output is None:
             from thinkgate.engine.constrained import ConstrainedDecoding
@@ -110,7 +112,8 @@ class LLMEngine:
         layout = cfg.kv_layout
         if layout == "auto":
             fits = rows >= min(cfg.max_num_seqs, 64) and cfg.num_kv_blocks is None
-            contiguous = fits and self.device.type == "cpu" and arch is not None
+            contiguous = fits and self.device.type == "cpu" and arch is not None and (
+                cfg.attention_backend != "TRITON_ATTN")
             layout = "contiguous" if contiguous else "paged"
         if layout == "contiguous":
             if rows < 1 or arch is None:
@@ -135,6 +138,20 @@ class LLMEngine:
         return KVCache(
             num_layers, num_blocks, cfg.block_size, kv_heads, head_dim, dtype, self.device
         )
+
+    def _plan_attention(self) -> None:
+        """Paged kernels and CUDA-graph decode where they run (cuda_graphs.attention_plan)."""
+        arch, runner = self.loaded.arch, self.runner
+        paged, graphs = attention_plan(
+            self.config.attention_backend, self.config.enforce_eager, self.device,
+            isinstance(self.kv_cache, KVCache), arch is not None and not runner.full_sequence,
+            self.config.block_size, arch.head_dim if arch else 0)
+        runner.paged_kernels = paged
+        if graphs:
+            runner.graphs = DecodeGraphs(
+                runner.model, self.kv_cache.layers, capture_sizes(self.max_num_seqs),
+                -(-self.max_model_len // self.config.block_size), self.config.block_size,
+                self.kv_cache.scratch_block, self.device, capture=True)
 
     def _default_kv_budget(self) -> int:
         if self.device.type == "cuda":

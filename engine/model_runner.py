@@ -8,6 +8,7 @@ never read. The transformers fallback gets whole sequences instead (it has no ca
 from __future__ import annotations
 
 import torch
+from thinkgate.engine.cuda_graphs import DecodeGraphs
 from thinkgate.engine.kv_cache import KVCache, build_attention_metadata
 from thinkgate.engine.model_loader import LoadedModel
 from thinkgate.engine.scheduler import ScheduledBatch
@@ -30,6 +31,8 @@ class ModelRunner:
             self.block_size = kv_cache.block_size
             self.scratch_block = kv_cache.scratch_block
         self.full_sequence = bool(getattr(self.model, "needs_full_sequence", False))
+        self.paged_kernels = False  # attention reads K/V in place (kv_cache.attend_in_place)
+        self.graphs: DecodeGraphs | None = None  # decode buckets (cuda_graphs.py), else eager
         prepare = getattr(self.model, "prepare_inference", None)
         if prepare is not None:
             prepare()
@@ -39,6 +42,9 @@ class ModelRunner:
         """Logits (B, V) float32 for the next token of every scheduled sequence."""
         if self.full_sequence:
             return self._forward_full(batch.seqs)
+        if self.graphs is not None and not batch.is_prefill and (
+                len(batch.seqs) <= self.graphs.max_batch):
+            return self.graphs.run(batch.seqs, self._slot)
         row_start = batch.seqs[0].kv_row if self.contiguous else 0
         if batch.is_prefill:
             input_ids, positions, slots, last = self._prepare_prefill(batch.seqs)
@@ -48,7 +54,7 @@ class ModelRunner:
         context_lens = [seq.num_tokens for seq in batch.seqs]
         fresh = batch.is_prefill and all(seq.num_cached_tokens == 0 for seq in batch.seqs)
         meta = build_attention_metadata(
-            positions, slots, block_tables, context_lens, fresh, row_start
+            positions, slots, block_tables, context_lens, fresh, row_start, self.paged_kernels
         )
         hidden = self.model(input_ids, positions, meta, self.kv_cache.layers)  # (B, T, hidden)
         if last is not None:

@@ -28,6 +28,14 @@ def llm(demo_dir: str) -> Any:
 
 
 @pytest.fixture(scope="session")
+def triton_llm(demo_dir: str) -> Any:
+    """The demo model on the paged kernels (attention_backend TRITON_ATTN; CPU: eager)."""
+    from thinkgate import LLM
+
+    return LLM(model=demo_dir, attention_backend="TRITON_ATTN", max_num_seqs=8)
+
+
+@pytest.fixture(scope="session")
 def tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("tiny_qwen3")
     make_checkpoint(folder, "qwen3").save_pretrained(folder)
