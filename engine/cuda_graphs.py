@@ -4,10 +4,12 @@ A decode batch of n rows is padded to the smallest capture size >= n (vLLM's def
 2, 4, then multiples of 8 up to 512, cut at max_num_seqs). Every input lives in a static
 buffer sized for the largest bucket; a step copies its ids, positions, slots, context lengths
 and block tables in, then replays the bucket's graph (captured on its first use: one eager
-warm-up on a side stream, which also compiles the Triton kernels, then the capture), and reads
-the first n rows of the bucket's static logits. Padding rows decode token 0 at position 0 with
-one key, writing their K/V into the scratch block; their logits are never read. Only the
-columns of the block tables a step uses are copied: a kernel reads a row's first
+warm-up on a side stream, which also compiles the Triton kernels, then the capture), and
+computes logits eagerly from the first n rows of the bucket's static hidden states (one lm_head
+launch; static logits per bucket would hold ~2.6 GB at max_num_seqs 256 and V = 151,936).
+Padding rows decode token 0 at position 0 with one key, writing their K/V into the scratch
+block; their hidden states are never read. Buckets are captured lazily, so the first step of
+each size pays its capture (tens of ms); all share one memory pool. Only the columns of the block tables a step uses are copied: a kernel reads a row's first
 ceil(context_len / block_size) entries, and stale entries further right are valid block ids.
 
 The graphs need attention whose shapes do not depend on the batch's lengths: the paged kernels
@@ -61,7 +63,7 @@ class DecodeGraphs:
         self.block_tables = torch.full((most, max_blocks_per_seq), scratch_block,
                                        dtype=torch.long, device=device)  # (B, max_blocks)
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
-        self.logits: dict[int, torch.Tensor] = {}
+        self.hidden: dict[int, torch.Tensor] = {}  # (size, hidden) per captured bucket
         self.pool = torch.cuda.graph_pool_handle() if capture else None
 
     @property
@@ -75,14 +77,16 @@ class DecodeGraphs:
         return self.sizes[bisect.bisect_left(self.sizes, n)]
 
     def run(self, seqs: list[Sequence], slot: Callable[[Sequence, int], int]) -> torch.Tensor:
-        """Logits (n, V) float32 of a decode step; valid until the next step of its bucket."""
+        """Logits (n, V) float32 of a decode step."""
         size = self.fill(seqs, slot)
         if not self.capture:
-            return self.forward(size)[: len(seqs)]
-        if size not in self.graphs:
-            self._capture(size)
-        self.graphs[size].replay()
-        return self.logits[size][: len(seqs)]
+            hidden = self.forward(size)
+        else:
+            if size not in self.graphs:
+                self._capture(size)
+            self.graphs[size].replay()
+            hidden = self.hidden[size]
+        return self.model.compute_logits(hidden[: len(seqs)])
 
     def fill(self, seqs: list[Sequence], slot: Callable[[Sequence, int], int]) -> int:
         """Copy the step's inputs into the static buffers, padded to its bucket; the bucket."""
@@ -107,7 +111,7 @@ class DecodeGraphs:
         return size
 
     def forward(self, size: int) -> torch.Tensor:
-        """The padded decode forward of bucket `size` on the static buffers: logits (size, V)."""
+        """The padded decode forward of bucket `size` on the static buffers: (size, hidden)."""
         ids, positions, slots, lens = self.step_inputs[:, :size]
         meta = AttentionMetadata(
             slot_mapping=slots,
@@ -119,7 +123,7 @@ class DecodeGraphs:
             context_lens=lens,
         )
         hidden = self.model(ids.view(size, 1), positions.view(size, 1), meta, self.kv_layers)
-        return self.model.compute_logits(hidden[:, -1])
+        return hidden[:, -1]
 
     def _capture(self, size: int) -> None:
         side = torch.cuda.Stream()
@@ -129,7 +133,7 @@ class DecodeGraphs:
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
-            self.logits[size] = self.forward(size)
+            self.hidden[size] = self.forward(size)
         self.graphs[size] = graph
         logger.info("captured the decode graph of batch size %d", size)
 
