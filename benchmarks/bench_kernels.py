@@ -192,6 +192,8 @@ STATIC_CASES = (  # (kernel, case) rows of the static table; `--static --all` pr
     ("_sample_kernel", "bf16 mask+rows+reasoning splits=1 V=151669 B=1"),
     ("_paged_decode_kernel", "bf16 Qwen3-0.6B block=16"),
     ("_paged_decode_kernel", "bf16 Gemma-3 block=16"),
+    ("_paged_prefill_kernel", "bf16 Qwen3-0.6B block=16"),
+    ("_paged_prefill_kernel", "bf16 Gemma-3 block=16"),
 )
 # published numbers to hold the roofline against (../shared/reference/perf_anchors.md)
 ANCHORS = {
