@@ -113,6 +113,11 @@ def test_config_checks_the_new_fields(demo_dir: str) -> None:
         EngineConfig(enforce_eager="yes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="TRITON_ATTN"):
         LLM(model=demo_dir, attention_backend="TRITON_ATTN", kv_layout="contiguous")
+    eager = LLM(model=demo_dir, enforce_eager=True, attention_backend="TORCH_SDPA",
+                kv_layout="paged", max_model_len=64)
+    config, runner = eager.llm_engine.config, eager.llm_engine.runner
+    assert config.enforce_eager and config.attention_backend == "TORCH_SDPA"
+    assert not runner.paged_kernels and runner.graphs is None
 
 
 def test_cli_flags_reach_the_engine_config() -> None:
