@@ -36,7 +36,7 @@ import triton.language as tl
 _LOG2E = 1.4426950408889634
 # query rows (tokens x heads of one K/V head) per program, key positions per tile, warps: on
 # sm_90 at head_dim 128, 64 rows took 206 registers with 4 warps and 167 with 8; 32 rows with
-# 8 warps take 100 (128 at head_dim 256, 80 in fp32), no spills (kernels/README.md)
+# 8 warps take 100 (80 in fp32; past head_dim 128, 16-row tiles: 90), no spills (README.md)
 BLOCK_M, BLOCK_N, NUM_WARPS = 32, 32, 8
 
 
