@@ -51,6 +51,7 @@ def engine_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
         "gpu_memory_utilization": ns.gpu_memory_utilization,
         "trust_remote_code": ns.trust_remote_code,
         "prefill_delay_steps": getattr(ns, "prefill_delay_steps", 0),
+        "jump_forward": getattr(ns, "jump_forward", True),
     }
 
 

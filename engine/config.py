@@ -90,6 +90,9 @@ class EngineConfig:
     reasoning_parser: str | None = None  # its end-of-thinking marker gates the grammar (issue 7)
     # decode steps a few new arrivals may wait to be prefilled together (see scheduler.py)
     prefill_delay_steps: int = 0
+    # write grammar-forced text in one forward (engine/jump_forward.py); per request:
+    # StructuredOutputsParams.jump_forward
+    jump_forward: bool = True
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES and not isinstance(self.dtype, torch.dtype):
