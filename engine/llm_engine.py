@@ -240,6 +240,7 @@ class LLMEngine:
         self._record_forced(batch.seqs)
         self._record(batch.seqs, sampled)
         self.scheduler.postprocess(batch.seqs, sampled.token_ids)
+        self._drop_unused_logprobs(batch.seqs)
         if self.jump_forward_on:
             self.structured_output.jump_forward(batch.seqs, self.runner.logprobs_of_forced)
         return self._collect_outputs(batch.seqs)
@@ -260,6 +261,16 @@ class LLMEngine:
                     logits, seq.forced_ids, seq.params.logprobs or 0)):
                 seq.logprobs.append(make_logprob_entry(token, entry, self._decode_token))
                 seq.cumulative_logprob += entry[0]
+
+    def _drop_unused_logprobs(self, seqs: list[Sequence]) -> None:
+        """A stop rule inside a row's forced ids drops the token sampled after them: its
+        logprob entry goes too."""
+        for seq in seqs:
+            entries = seq.logprobs
+            if entries is not None and len(entries) > seq.num_output_tokens:
+                for entry in entries[seq.num_output_tokens:]:
+                    seq.cumulative_logprob -= next(iter(entry.values())).logprob
+                del entries[seq.num_output_tokens:]
 
     def _record(self, seqs: list[Sequence], sampled: SamplerOutput) -> None:
         for seq, token, entry in zip(seqs, sampled.token_ids, sampled.logprobs):

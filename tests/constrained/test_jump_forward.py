@@ -142,12 +142,14 @@ def test_max_tokens_and_stop_strings_still_hold(llm_on: Any, llm_off: Any) -> No
         assert len(sample.token_ids) == limit
         assert sample.finish_reason == "length"
     # a stop string inside the forced key text ends the output there, as without jump-forward
-    params = _params(LONG_KEYS, temperature=0, stop=["name_of"])
+    params = _params(LONG_KEYS, temperature=0, stop=["name_of"], logprobs=1)
     on, _ = _run(llm_on, [PROMPT], params)
     off, _ = _run(llm_off, [PROMPT], params)
     assert on[0].outputs[0].text == off[0].outputs[0].text == '{"location_'
     assert on[0].outputs[0].finish_reason == "stop"
     assert on[0].outputs[0].stop_reason == "name_of"
+    # the token sampled after the forced ids is dropped, and its logprob with it
+    assert len(on[0].outputs[0].logprobs) == len(on[0].outputs[0].token_ids)
 
 
 def test_turned_off_per_request(llm_on: Any, llm_off: Any) -> None:
@@ -179,3 +181,20 @@ def test_preemption_and_paged_layout_give_the_same_outputs(llm_on: Any) -> None:
     assert tight.llm_engine.scheduler.num_preemptions > 0
     assert [o.outputs[0].token_ids for o in got] == [o.outputs[0].token_ids for o in want]
     assert tight.llm_engine.block_manager.num_free_blocks == 24  # every block came back
+
+
+def test_the_switches_reach_the_engine() -> None:
+    """`--no-jump-forward` turns it off engine-wide; `structured_outputs.jump_forward: false`
+    per request; both on by default."""
+    from thinkgate.api.cli import build_parser
+    from thinkgate.api.launch import engine_kwargs
+    from thinkgate.api.protocol import StructuredOutputs
+    from thinkgate.api.sampling import structured_from_request
+
+    parser = build_parser()
+    assert engine_kwargs(parser.parse_args(["serve"]))["jump_forward"] is True
+    assert engine_kwargs(parser.parse_args(["serve", "--no-jump-forward"]))["jump_forward"] is False
+    body = {"json": {"type": "object"}, "jump_forward": False}
+    assert structured_from_request(StructuredOutputs.model_validate(body)).jump_forward is False
+    body = {"json": {"type": "object"}}
+    assert structured_from_request(StructuredOutputs.model_validate(body)).jump_forward is True
