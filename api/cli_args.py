@@ -73,6 +73,9 @@ def add_model_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     p.add_argument("--prefill-delay-steps", type=int, default=0,
                    help="decode steps a few new requests may wait so that they are prefilled "
                         "together while others decode (0: prefill each arrival at once)")
+    p.add_argument("--no-jump-forward", dest="jump_forward", action="store_false",
+                   help="decode grammar-forced text one token per step (default: write it in "
+                        "one forward; per request: structured_outputs.jump_forward)")
     p.add_argument("--engine-in-process", action="store_true",
                    help="run the engine's step loop on a thread of this process (default: the "
                         "engine core runs in a process of its own)")

@@ -53,6 +53,7 @@ def engine_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
         "enforce_eager": getattr(ns, "enforce_eager", False),
         "attention_backend": getattr(ns, "attention_backend", None),
         "prefill_delay_steps": getattr(ns, "prefill_delay_steps", 0),
+        "jump_forward": getattr(ns, "jump_forward", True),
     }
 
 

@@ -37,6 +37,7 @@ class LLM:
         kv_layout: str = "auto",
         enforce_eager: bool = False,
         attention_backend: str | None = None,
+        jump_forward: bool = True,
         **kwargs: Any,
     ) -> None:
         unknown = set(kwargs) - {"reasoning_parser", "tool_call_parser", "trust_remote_code"}
@@ -61,6 +62,7 @@ class LLM:
             kv_layout=kv_layout,
             enforce_eager=enforce_eager,
             attention_backend=attention_backend,
+            jump_forward=jump_forward,
             trust_remote_code=bool(kwargs.get("trust_remote_code", False)),
             reasoning_parser=kwargs.get("reasoning_parser"),
         )

@@ -78,6 +78,7 @@ class StructuredOutputs(_Strict):
     structural_tag: dict[str, Any] | str | None = None
     disable_any_whitespace: bool = True
     enable_in_reasoning: bool = False
+    jump_forward: bool = True  # ours: False decodes grammar-forced text token by token
 
 
 class ChatMessage(_Open):

@@ -2,6 +2,7 @@
 
     python -m thinkgate.benchmarks.bench_constrained [--model DIR] [--batches 1 8 32]
         [--tokens 64] [--repeats 3] [--clock wall|cpu] [--threads N] [--json F]
+        [--schemas people long_keys enums] [--jump-forward off|on|both]
 
 The model is the demo model unless `--model` names a folder: `real_vocab_model.py` builds one
 at the real Qwen3 vocabulary (151,936 logits, 151,669 tokens), where masks cost what they cost
@@ -12,7 +13,10 @@ without a constraint and once under a JSON schema whose instances are longer tha
 of small objects: strings, integers, separators, so masks range from one token to most of the
 vocabulary). It prints output tokens/s for both, their ratio, the CPU time per step spent
 filling the bitmask, and the part of it the step loop waited for (not hidden behind the
-forward). The grammar's compile happens before timing (it is cached per schema).
+forward). The grammar's compile happens before timing (it is cached per schema). `--schemas`
+picks the constrained side's schemas (people: the list above; long_keys: objects with long
+fixed keys; enums: objects of long enum values), `--jump-forward` times it without and/or with
+jump-forward (engine/jump_forward.py); `steps` is the median number of engine steps per run.
 
 Each cell runs `--repeats` alternating (plain, json) pairs and prints the median tok/s of each
 side, the median of the pairs' ratios and their range (`lo-hi`): on a shared machine the range
@@ -33,21 +37,38 @@ SCHEMA = {"type": "array", "minItems": 400, "items": {
     "type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
                                      "age": {"type": "integer", "minimum": 0, "maximum": 99}},
     "required": ["name", "age"]}}
+# jump-forward's cases: most of the text is forced by long fixed keys, or by enum values that
+# are fixed after their first token
+LONG_KEYS = {"type": "array", "minItems": 400, "items": {
+    "type": "object", "properties": {
+        "customer_full_name": {"type": "string", "maxLength": 8},
+        "preferred_contact_method": {"enum": ["email", "phone"]},
+        "subscribed_to_newsletter": {"type": "boolean"}},
+    "required": ["customer_full_name", "preferred_contact_method", "subscribed_to_newsletter"]}}
+ENUMS = {"type": "array", "minItems": 400, "items": {
+    "type": "object", "properties": {
+        "status": {"enum": ["pending_review", "approved_and_shipped", "cancelled_by_customer"]},
+        "priority": {"enum": ["low_priority", "medium_priority", "high_priority"]},
+        "region": {"enum": ["north_america", "south_america", "europe_middle_east"]}},
+    "required": ["status", "priority", "region"]}}
+SCHEMAS = {"people": SCHEMA, "long_keys": LONG_KEYS, "enums": ENUMS}
 PROMPT = ("<|im_start|>user\nList people as JSON.<|im_end|>\n<|im_start|>assistant\n"
           "<think>\n\n</think>\n\n")
 
 
 def _run(llm: Any, batch: int, tokens: int, constrained: bool,
-         clock: Any = time.perf_counter) -> dict[str, float]:
+         clock: Any = time.perf_counter, schema: dict[str, Any] | None = None,
+         jump_forward: bool = False) -> dict[str, float]:
     from thinkgate import SamplingParams, StructuredOutputsParams
 
-    so = StructuredOutputsParams(json=SCHEMA) if constrained else None
+    so = (StructuredOutputsParams(json=schema or SCHEMA, jump_forward=jump_forward)
+          if constrained else None)
     params = SamplingParams(temperature=0.0, max_tokens=tokens, ignore_eos=True,
                             structured_outputs=so)
     engine = llm.llm_engine
     hook = engine.structured_output
     for i in range(batch):
-        engine.add_request(f"b{batch}-{constrained}-{i}", PROMPT, params)
+        engine.add_request(f"b{batch}-{constrained}-{jump_forward}-{i}", PROMPT, params)
     fills, waits, steps, generated = [], [], 0, 0
     start = clock()
     while engine.has_unfinished_requests():
@@ -72,6 +93,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="alternating (plain, json) pairs per cell; medians are printed")
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="wall: perf_counter; cpu: process CPU time (robust to other jobs)")
+    ap.add_argument("--schemas", nargs="+", choices=sorted(SCHEMAS), default=["people"],
+                    help="people: short keys, free values; long_keys / enums: mostly forced")
+    ap.add_argument("--jump-forward", choices=["off", "on", "both"], default="both",
+                    help="time the constrained side without and/or with jump-forward")
     ap.add_argument("--json", default=None, help="write the table here as JSON")
     ap.add_argument("--threads", type=int, default=None,
                     help="torch intra-op threads (bench_engine uses 1 on the shared 2-core VM; "
@@ -87,29 +112,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     llm = LLM(model=args.model, max_num_seqs=max(args.batches))
     chat_layer_for(llm)  # the constrained-decoding hook, when LLM has not installed it
-    _run(llm, 2, 8, True)  # warm-up: compile the schema, touch every code path
+    sides = {"off": [False], "on": [True], "both": [False, True]}[args.jump_forward]
+    for name in args.schemas:  # warm-up: compile the schemas, touch every code path
+        for jf in sides:
+            _run(llm, 2, 8, True, schema=SCHEMAS[name], jump_forward=jf)
     _run(llm, 2, 8, False)
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     rows = []
-    print(f"{'batch':>5} {'plain tok/s':>12} {'json tok/s':>11} {'ratio':>6} {'range':>10} "
-          f"{'fill us/step':>13} {'exposed us/step':>16}")
-    for batch in args.batches:
-        runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
-        for _ in range(args.repeats):  # alternate, so load changes hit both sides alike
-            for constrained in (False, True):
-                runs[constrained].append(_run(llm, batch, args.tokens, constrained, clock))
-        ratios = sorted(c["tok_s"] / p["tok_s"] for p, c in zip(runs[False], runs[True]))
-        row = {"batch": batch,
-               "plain_tok_s": statistics.median(r["tok_s"] for r in runs[False]),
-               "json_tok_s": statistics.median(r["tok_s"] for r in runs[True]),
-               "ratio": statistics.median(ratios), "ratio_lo": ratios[0], "ratio_hi": ratios[-1],
-               "fill_us": statistics.median(r["fill_us"] for r in runs[True]),
-               "exposed_us": statistics.median(r["exposed_us"] for r in runs[True])}
-        rows.append(row)
-        spread = f"{row['ratio_lo']:.2f}-{row['ratio_hi']:.2f}"
-        print(f"{batch:>5} {row['plain_tok_s']:>12.0f} {row['json_tok_s']:>11.0f} "
-              f"{row['ratio']:>6.2f} {spread:>10} {row['fill_us']:>13.0f} "
-              f"{row['exposed_us']:>16.0f}")
+    print(f"{'schema':>9} {'jf':>3} {'batch':>5} {'plain tok/s':>12} {'json tok/s':>11} "
+          f"{'ratio':>6} {'range':>10} {'steps':>6} {'fill us/step':>13} {'exposed us':>11}")
+    for name in args.schemas:
+        for batch in args.batches:
+            rows += _cell(llm, name, batch, args, sides, clock)
     result = {"benchmark": "constrained", "model": args.model or "demo", "tokens": args.tokens,
               "threads": args.threads, "clock": args.clock, "repeats": args.repeats,
               "overlap": llm.llm_engine.structured_output.grammar.overlap, "rows": rows}
@@ -118,6 +132,34 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=2)
     return result
+
+
+def _cell(llm: Any, name: str, batch: int, args: argparse.Namespace, sides: list[bool],
+          clock: Any) -> list[dict[str, Any]]:
+    """One schema x batch: `repeats` alternating (plain, json per side) rounds, medians."""
+    runs: dict[Any, list[dict[str, float]]] = {"plain": [], **{jf: [] for jf in sides}}
+    for _ in range(args.repeats):  # alternate, so load changes hit every side alike
+        runs["plain"].append(_run(llm, batch, args.tokens, False, clock))
+        for jf in sides:
+            runs[jf].append(_run(llm, batch, args.tokens, True, clock, SCHEMAS[name], jf))
+    rows = []
+    for jf in sides:
+        ratios = sorted(c["tok_s"] / p["tok_s"] for p, c in zip(runs["plain"], runs[jf]))
+        row = {"schema": name, "jump_forward": jf, "batch": batch,
+               "plain_tok_s": statistics.median(r["tok_s"] for r in runs["plain"]),
+               "json_tok_s": statistics.median(r["tok_s"] for r in runs[jf]),
+               "ratio": statistics.median(ratios), "ratio_lo": ratios[0], "ratio_hi": ratios[-1],
+               "steps": statistics.median(r["steps"] for r in runs[jf]),
+               "fill_us": statistics.median(r["fill_us"] for r in runs[jf]),
+               "exposed_us": statistics.median(r["exposed_us"] for r in runs[jf])}
+        rows.append(row)
+        spread = f"{row['ratio_lo']:.2f}-{row['ratio_hi']:.2f}"
+        print(f"{name:>9} {'on' if jf else 'off':>3} {batch:>5} {row['plain_tok_s']:>12.0f} "
+              f"{row['json_tok_s']:>11.0f} {row['ratio']:>6.2f} {spread:>10} "
+              f"{row['steps']:>6.0f} {row['fill_us']:>13.0f} {row['exposed_us']:>11.0f}")
+    return rows
+
+
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ class BlockManager:
         return len(self.free_blocks)
 
     def _missing(self, seq: Sequence) -> int:
-        needed = (len(seq.token_ids) + self.block_size - 1) // self.block_size
+        needed = (seq.num_scheduled_tokens + self.block_size - 1) // self.block_size
         return max(0, needed - len(seq.block_table))
 
     def can_allocate(self, seq: Sequence) -> bool:

@@ -97,6 +97,9 @@ class EngineConfig:
     # None: TRITON_ATTN on CUDA with the paged layout, TORCH_SDPA elsewhere (vLLM's names)
     attention_backend: str | None = None
     enforce_eager: bool = False  # vLLM's name: no CUDA graphs (on CPU every step is eager)
+    # write grammar-forced text in one forward (engine/jump_forward.py); per request:
+    # StructuredOutputsParams.jump_forward
+    jump_forward: bool = True
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES and not isinstance(self.dtype, torch.dtype):

@@ -13,6 +13,8 @@
 - accept: feeds each sampled id to the row's matcher when its grammar applied to that step; a
   matcher that rejects an id ends that request ("abort", with the error as stop_reason); a
   terminated grammar ends it with "stop". The gate's state comes back with the sampled ids.
+- jump_forward: after the step, each answering row whose grammar forces its next text gets the
+  ids of that text (engine/jump_forward.py), computed by its next forward in one go.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 import torch
 from thinkgate.engine.grammar import Grammar, RequestGrammar
+from thinkgate.engine.jump_forward import JumpForward
 from thinkgate.engine.reasoning_slots import ReasoningSlots, RowGate
 from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.structured_output import GateInputs, StructuredOutputHook
@@ -47,6 +50,7 @@ class ConstrainedDecoding(StructuredOutputHook):
         self.implicit_end_ids = _single_token_ids(tokenizer, reasoning.implicit_end
                                                   if reasoning is not None else ())
         self._grammar: Grammar | None = None
+        self.jumper = JumpForward(tokenizer)
         self.slots = (ReasoningSlots(max_num_seqs, len(self.end_ids), self.device)
                       if self.end_ids else None)
 
@@ -138,6 +142,17 @@ class ConstrainedDecoding(StructuredOutputHook):
                 seq.force_finish = ("stop", token)
         if reasoning is not None and self.slots is not None:  # after the matchers: they saw
             self.slots.read_back(seqs, *reasoning)            # the gate before this step
+
+    def jump_forward(self, seqs: list[Sequence], with_logprobs: bool = True) -> None:
+        for seq in seqs:
+            row: RequestGrammar | None = seq.structured_state
+            if (row is None or seq.is_finished or not row.constrained
+                    or not seq.params.structured_outputs.jump_forward  # type: ignore[union-attr]
+                    or (row.gate is not None and not row.gate.answering)  # never in thinking
+                    or (seq.logprobs is not None and not with_logprobs)):
+                continue
+            limit = seq.max_total_tokens - seq.num_tokens - 1  # room for the sampled token
+            seq.forced_ids = self.jumper.forced_ids(row.matcher, limit)
 
     def close(self) -> None:
         if self._grammar is not None:

@@ -20,7 +20,12 @@ from thinkgate.engine.kv_cache import KVCache
 from thinkgate.engine.model_loader import LoadedModel, load_model
 from thinkgate.engine.model_runner import ModelRunner
 from thinkgate.engine.outputs import CompletionOutput, RequestOutput
-from thinkgate.engine.sampler import Sampler, SamplerOutput, make_logprob_entry
+from thinkgate.engine.sampler import (
+    Sampler,
+    SamplerOutput,
+    forced_logprob_entries,
+    make_logprob_entry,
+)
 from thinkgate.engine.sampling_params import RequestOutputKind, SamplingParams
 from thinkgate.engine.scheduler import Scheduler
 from thinkgate.engine.sequence import Sequence
@@ -85,6 +90,7 @@ class LLMEngine:
         self.num_steps = 0  # forward passes run, and the sequences they carried in all
         self.num_step_seqs = 0
         self._rng = random.Random(config.seed)
+        self.jump_forward_on = config.jump_forward  # per request: structured_outputs.jump_forward
         self._backend = self.tokenizer.backend_tokenizer
 
     def _max_model_len(self) -> int:
@@ -248,9 +254,40 @@ class LLMEngine:
         logits = self.runner.forward(batch)
         sampled = self.sampler(logits, batch.seqs, self.structured_output.finish_fill(fill))
         self.structured_output.accept(batch.seqs, sampled.token_ids, sampled.reasoning)
+        self._record_forced(batch.seqs)
         self._record(batch.seqs, sampled)
         self.scheduler.postprocess(batch.seqs, sampled.token_ids)
+        self._drop_unused_logprobs(batch.seqs)
+        if self.jump_forward_on:
+            self.structured_output.jump_forward(batch.seqs, self.runner.logprobs_of_forced)
         return self._collect_outputs(batch.seqs)
+
+    def _record_forced(self, seqs: list[Sequence]) -> None:
+        """Logprobs and penalty counts of the jump-forward ids this step computed (they come
+        before the sampled token)."""
+        for row, seq in enumerate(seqs):
+            if not seq.forced_ids:
+                continue
+            if seq.output_counts is not None:
+                for token in seq.forced_ids:
+                    seq.output_counts[token] += 1
+            logits = self.runner.forced_logits.get(row)
+            if logits is None or seq.logprobs is None:
+                continue
+            for token, entry in zip(seq.forced_ids, forced_logprob_entries(
+                    logits, seq.forced_ids, seq.params.logprobs or 0)):
+                seq.logprobs.append(make_logprob_entry(token, entry, self._decode_token))
+                seq.cumulative_logprob += entry[0]
+
+    def _drop_unused_logprobs(self, seqs: list[Sequence]) -> None:
+        """A stop rule inside a row's forced ids drops the token sampled after them: its
+        logprob entry goes too."""
+        for seq in seqs:
+            entries = seq.logprobs
+            if entries is not None and len(entries) > seq.num_output_tokens:
+                for entry in entries[seq.num_output_tokens:]:
+                    seq.cumulative_logprob -= next(iter(entry.values())).logprob
+                del entries[seq.num_output_tokens:]
 
     def _record(self, seqs: list[Sequence], sampled: SamplerOutput) -> None:
         for seq, token, entry in zip(seqs, sampled.token_ids, sampled.logprobs):

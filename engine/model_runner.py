@@ -1,7 +1,9 @@
 """Build one step's input tensors from the scheduled sequences and run the model to logits.
 
 Prefill rows are right-padded to the longest new-token count; decode rows have one token
-each. Padding tokens write their K/V into the cache's scratch block and their outputs are
+each, unless a row carries jump-forward ids (`seq.forced_ids`): that decode step is built like a
+prefill (ragged rows, padded), and the logits at the forced positions of rows that want
+logprobs are kept in `forced_logits` for the engine to record. Padding tokens write their K/V into the cache's scratch block and their outputs are
 never read. The transformers fallback gets whole sequences instead (it has no cache).
 """
 
@@ -33,6 +35,10 @@ class ModelRunner:
         self.full_sequence = bool(getattr(self.model, "needs_full_sequence", False))
         self.paged_kernels = False  # attention reads K/V in place (kv_cache.attend_in_place)
         self.graphs: DecodeGraphs | None = None  # decode buckets (cuda_graphs.py), else eager
+        # jump-forward: batch row -> (k, V) float32 logits predicting each of its k forced ids
+        # (only rows whose request asks for logprobs), from the last forward
+        self.forced_logits: dict[int, torch.Tensor] = {}
+        self.logprobs_of_forced = not self.full_sequence  # the fallback keeps last logits only
         prepare = getattr(self.model, "prepare_inference", None)
         if prepare is not None:
             prepare()
@@ -40,28 +46,43 @@ class ModelRunner:
     @torch.inference_mode()
     def forward(self, batch: ScheduledBatch) -> torch.Tensor:
         """Logits (B, V) float32 for the next token of every scheduled sequence."""
+        self.forced_logits = {}
         if self.full_sequence:
             return self._forward_full(batch.seqs)
-        if self.graphs is not None and not batch.is_prefill and (
+        ragged = not batch.is_prefill and any(seq.forced_ids for seq in batch.seqs)
+        if self.graphs is not None and not batch.is_prefill and not ragged and (
                 len(batch.seqs) <= self.graphs.max_batch):
             return self.graphs.run(batch.seqs, self._slot)
         row_start = batch.seqs[0].kv_row if self.contiguous else 0
-        if batch.is_prefill:
+        if batch.is_prefill or ragged:
             input_ids, positions, slots, last = self._prepare_prefill(batch.seqs)
         else:
             input_ids, positions, slots, last = self._prepare_decode(batch.seqs)
         block_tables = None if self.contiguous else self._block_tables(batch.seqs)
-        context_lens = [seq.num_tokens for seq in batch.seqs]
+        context_lens = [seq.num_scheduled_tokens for seq in batch.seqs]
         fresh = batch.is_prefill and all(seq.num_cached_tokens == 0 for seq in batch.seqs)
         meta = build_attention_metadata(
             positions, slots, block_tables, context_lens, fresh, row_start, self.paged_kernels
         )
         hidden = self.model(input_ids, positions, meta, self.kv_cache.layers)  # (B, T, hidden)
+        if ragged or batch.is_prefill:
+            self._keep_forced_logits(batch.seqs, hidden, last)
         if last is not None:
             hidden = hidden[torch.arange(len(batch.seqs), device=self.device), last]
         else:
             hidden = hidden[:, -1]
         return self.model.compute_logits(hidden)
+
+    def _keep_forced_logits(
+        self, seqs: list[Sequence], hidden: torch.Tensor, last: torch.Tensor | None
+    ) -> None:
+        if last is None:
+            return
+        for row, seq in enumerate(seqs):
+            k = len(seq.forced_ids)
+            if k and seq.params.logprobs is not None:
+                end = int(last[row])  # the position predicting the next sampled token
+                self.forced_logits[row] = self.model.compute_logits(hidden[row, end - k : end])
 
     def _slot(self, seq: Sequence, position: int) -> int:
         if self.contiguous:
@@ -87,18 +108,16 @@ class ModelRunner:
     def _prepare_prefill(
         self, seqs: list[Sequence]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        lengths = [seq.num_tokens - seq.num_cached_tokens for seq in seqs]
+        lengths = [seq.num_scheduled_tokens - seq.num_cached_tokens for seq in seqs]
         width = max(lengths)
         scratch = self.scratch_block * self.block_size
         ids, positions, slots = [], [], []
         for seq, length in zip(seqs, lengths):
-            start = seq.num_cached_tokens
+            start, end = seq.num_cached_tokens, seq.num_scheduled_tokens
             pad = width - length
-            ids.extend(seq.token_ids[start:] + [0] * pad)
-            positions.extend(list(range(start, seq.num_tokens)) + [0] * pad)
-            slots.extend(
-                [self._slot(seq, p) for p in range(start, seq.num_tokens)] + [scratch] * pad
-            )
+            ids.extend(seq.token_ids[start:] + seq.forced_ids + [0] * pad)
+            positions.extend(list(range(start, end)) + [0] * pad)
+            slots.extend([self._slot(seq, p) for p in range(start, end)] + [scratch] * pad)
         shape = (len(seqs), width)
         return (
             self._tensor(ids).view(shape),
@@ -126,8 +145,9 @@ class ModelRunner:
         return torch.tensor(values, dtype=torch.long, device=self.device)
 
     def _forward_full(self, seqs: list[Sequence]) -> torch.Tensor:
-        width = max(seq.num_tokens for seq in seqs)
-        rows = [seq.token_ids + [0] * (width - seq.num_tokens) for seq in seqs]
+        width = max(seq.num_scheduled_tokens for seq in seqs)
+        rows = [seq.token_ids + seq.forced_ids + [0] * (width - seq.num_scheduled_tokens)
+                for seq in seqs]
         input_ids = torch.tensor(rows, dtype=torch.long, device=self.device)
-        lengths = self._tensor([seq.num_tokens for seq in seqs])
+        lengths = self._tensor([seq.num_scheduled_tokens for seq in seqs])
         return self.model.last_logits(input_ids, lengths)

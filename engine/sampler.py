@@ -133,6 +133,21 @@ def _apply_penalties(row: torch.Tensor, seq: Sequence) -> None:
         row -= params.presence_penalty * (counts > 0).to(row.dtype)
 
 
+def forced_logprob_entries(
+    logits: torch.Tensor, token_ids: list[int], k: int
+) -> list[tuple[float, int, list[tuple[int, float]]]]:
+    """The (logprob, rank, top-k) of each given id under its row of `logits` (N, V): the
+    entries of ids that were not sampled (jump-forward), in the sampler's shape."""
+    raw = torch.log_softmax(logits.float(), dim=-1)
+    ids = torch.tensor(token_ids, device=raw.device)
+    chosen = raw.gather(1, ids.unsqueeze(1)).squeeze(1)
+    ranks = ((raw > chosen.unsqueeze(1)).sum(1) + 1).tolist()
+    top_lp, top_ids = raw.topk(k, dim=-1) if k else (raw[:, :0], raw[:, :0].long())
+    top_lp, top_ids = top_lp.tolist(), top_ids.tolist()
+    return [(lp, rank, list(zip(ti, tl)))
+            for lp, rank, ti, tl in zip(chosen.tolist(), ranks, top_ids, top_lp)]
+
+
 def make_logprob_entry(
     token: int, entry: tuple[float, int, list[tuple[int, float]]], decode: object
 ) -> dict[int, Logprob]:

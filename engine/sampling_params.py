@@ -35,6 +35,7 @@ class StructuredOutputsParams:
     structural_tag: str | dict[str, Any] | None = None
     disable_any_whitespace: bool = True
     enable_in_reasoning: bool = False
+    jump_forward: bool = True  # write grammar-forced text in one forward (engine/jump_forward.py)
 
     def __post_init__(self) -> None:
         given = [name for name in self.kinds() if self._is_set(name)]

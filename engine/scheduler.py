@@ -9,7 +9,9 @@ forward pass); a queue of at least a quarter of the running batch, an idle engin
 preempted sequences are prefilled at once. Not on by default: on the loaded 2-core machine
 it has not yet shown a gain (the waiting rows' slots sit idle meanwhile). When a decode step runs out of blocks, the most recently started sequence is
 preempted by recompute: its blocks are freed and it goes back to the front of the waiting
-queue with all its tokens, to be prefilled again later (its outputs are kept).
+queue with all its tokens, to be prefilled again later (its outputs are kept). A sequence
+with jump-forward ids (`forced_ids`, from the grammar) computes them with its next forward; in
+`postprocess` they are appended before that step's sampled token, under the same stop rules.
 """
 
 from __future__ import annotations
@@ -121,7 +123,11 @@ class Scheduler:
         finished = []
         for seq, token in zip(seqs, token_ids):
             seq.detokenizer.start_step()
-            if token < 0:  # the sampler found no allowed token (e.g. a grammar dead end)
+            # a stop rule inside the jump-forward text ends the sequence there (`token` dropped)
+            stopped = self._append_forced(seq) if seq.forced_ids else False
+            if stopped:
+                pass
+            elif token < 0:  # the sampler found no allowed token (e.g. a grammar dead end)
                 seq.finish("abort", "no allowed token")
             else:
                 seq.num_cached_tokens = seq.num_tokens  # K/V of every token before `token`
@@ -133,9 +139,19 @@ class Scheduler:
                 finished.append(seq)
         return finished
 
-    def _check_stop(self, seq: Sequence, token: int) -> bool:
+    def _append_forced(self, seq: Sequence) -> bool:
+        """Append the jump-forward ids this step computed, with the stop rules; True when one
+        of them ended the sequence."""
+        forced, seq.forced_ids = seq.forced_ids, []
+        for token in forced:
+            seq.token_ids.append(token)
+            if self._check_stop(seq, token, forced=True):
+                return True
+        return False
+
+    def _check_stop(self, seq: Sequence, token: int, forced: bool = False) -> bool:
         params = seq.params
-        if seq.force_finish is not None:
+        if seq.force_finish is not None and not forced:  # it belongs to the sampled token
             seq.detokenizer.step(token)
             seq.finish(*seq.force_finish)
             return True

@@ -62,10 +62,19 @@ class Sequence:
             params.has_penalties or params.logit_bias or params.min_tokens
         )
         self.force_finish: tuple[str, int | str | None] | None = None  # set by hooks
+        # jump-forward: ids the grammar forces after the last token, already accepted by its
+        # matcher; the next forward computes them with that token, and they become output
+        # tokens (before that step's sampled one) in the scheduler's postprocess
+        self.forced_ids: list[int] = []
 
     @property
     def num_tokens(self) -> int:
         return len(self.token_ids)
+
+    @property
+    def num_scheduled_tokens(self) -> int:
+        """Tokens the next forward leaves in the cache: the sequence plus its forced ids."""
+        return len(self.token_ids) + len(self.forced_ids)
 
     @property
     def num_output_tokens(self) -> int:

@@ -13,6 +13,10 @@ The engine calls, per request and per step:
                                      row's slot after the step, read back with the ids); to end
                                      a row set `seq.force_finish = ("stop", None)` (grammar done)
                                      or ("abort", message) (matcher rejected a token)
+    hook.jump_forward(seqs, with_logprobs)   after the step's tokens are appended: give each
+                                     unfinished row the ids its grammar forces next
+                                     (`seq.forced_ids`, see engine/jump_forward.py); rows that
+                                     want logprobs only when `with_logprobs`
     hook.preempt(seq)                when the scheduler preempts a sequence (recompute later)
     hook.remove(seq)                 when a sequence finishes or is aborted
 
@@ -58,6 +62,9 @@ class StructuredOutputHook:
 
     def accept(self, seqs: list[Sequence], token_ids: list[int],
                reasoning: tuple[list[int], list[int]] | None = None) -> None:
+        return None
+
+    def jump_forward(self, seqs: list[Sequence], with_logprobs: bool = True) -> None:
         return None
 
     def preempt(self, seq: Sequence) -> None:
