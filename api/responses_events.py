@@ -42,7 +42,11 @@ class ResponseEvents:
         self._open: dict[str, Any] | None = None  # the item being written
         self._text: list[str] = []  # its text so far (reasoning, output text or arguments)
         self._held = ""  # whitespace-only output text not yet given an item
+        self._held_logprobs: list[dict[str, Any]] = []  # and its tokens' logprobs
         self._call_index: int | None = None
+        self._logprobs: list[dict[str, Any]] = []  # the open message's token logprobs
+        self._pending: list[dict[str, Any]] | None = None  # this feed's, for its first text
+        self._carried: list[dict[str, Any]] = []  # of steps whose text the parser held back
 
     def _event(self, kind: str, **fields: Any) -> dict[str, Any]:
         event = {"type": kind, "sequence_number": self._seq, **fields}
@@ -59,11 +63,19 @@ class ResponseEvents:
 
     # ---- the stream ----
     def start(self) -> list[dict[str, Any]]:
-        snapshot = copy.deepcopy(self.response)
-        return [self._event("response.created", response=snapshot),
-                self._event("response.in_progress", response=snapshot)]
+        """`response.created` (status queued for a background response) and `.in_progress`."""
+        created = self._event("response.created", response=copy.deepcopy(self.response))
+        self.response["status"] = "in_progress"
+        return [created, self._event("response.in_progress",
+                                     response=copy.deepcopy(self.response))]
 
-    def feed(self, deltas: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def feed(self, deltas: Sequence[Mapping[str, Any]],
+             logprobs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """Events for one engine output's deltas; its token `logprobs` (when asked for) go
+        with the first output text it wrote (tokens spent thinking or calling have none; those
+        of an output that wrote nothing wait for the next)."""
+        self._pending = self._carried + logprobs if logprobs else self._carried
+        self._carried = []
         events: list[dict[str, Any]] = []
         for delta in deltas:
             if delta.get("reasoning"):
@@ -72,6 +84,9 @@ class ResponseEvents:
                 events += self._content(delta["content"])
             for call in delta.get("tool_calls") or ():
                 events += self._call(call)
+        if not deltas:
+            self._carried = self._pending or []
+        self._pending = None
         return events
 
     def finish(self, status: str, usage: dict[str, Any], incomplete_reason: str | None = None
@@ -81,8 +96,9 @@ class ResponseEvents:
         events = self._close(item_status)
         calls = any(item["type"] == "function_call" for item in self.response["output"])
         if self._held and not calls:  # only whitespace was written: it is still the answer
+            self._pending = self._held_logprobs
             events += self._open_item("message") + self._delta(self._held)
-            self._held = ""
+            self._held, self._held_logprobs = "", []
             events += self._close(item_status)
         self.response.update(status=status, usage=usage)
         if incomplete_reason is not None:
@@ -95,8 +111,12 @@ class ResponseEvents:
         if self._open is None or self._open["type"] != "message":
             if not (self._held + text).strip():
                 self._held += text
+                self._held_logprobs += self._pending or []
+                self._pending = None
                 return []
             text, self._held = self._held + text, ""
+            self._pending = self._held_logprobs + (self._pending or [])
+            self._held_logprobs = []
         return self._write("message", text)
 
     def _write(self, kind: str, text: str) -> list[dict[str, Any]]:
@@ -111,7 +131,7 @@ class ResponseEvents:
         same = (self._open is not None and self._open["type"] == "function_call"
                 and call.get("index") == self._call_index)
         if not same:
-            self._held = ""  # whitespace between the text and the call is not an answer
+            self._held, self._held_logprobs = "", []  # whitespace before a call: no answer
             events += self._close("completed") + self._open_item(
                 "function_call", call_id=call.get("id") or item_id("call"),
                 name=fn.get("name") or "")
@@ -150,8 +170,10 @@ class ResponseEvents:
             return [self._event("response.reasoning_text.delta", **self._place(),
                                 content_index=0, delta=text)]
         if kind == "message":
+            logprobs, self._pending = self._pending or [], None
+            self._logprobs += logprobs
             return [self._event("response.output_text.delta", **self._place(), content_index=0,
-                                delta=text, logprobs=[])]
+                                delta=text, logprobs=logprobs)]
         return [self._event("response.function_call_arguments.delta", **self._place(),
                             delta=text)]
 
@@ -169,10 +191,11 @@ class ResponseEvents:
                       self._event("response.content_part.done", **place, content_index=0,
                                   part=part)]
         elif item["type"] == "message":
-            part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+            part = {"type": "output_text", "text": text, "annotations": [],
+                    "logprobs": self._logprobs}
             item["content"] = [part]
             events = [self._event("response.output_text.done", **place, content_index=0,
-                                  text=text, logprobs=[]),
+                                  text=text, logprobs=self._logprobs),
                       self._event("response.content_part.done", **place, content_index=0,
                                   part=part)]
         else:
@@ -183,5 +206,5 @@ class ResponseEvents:
         events.append(self._event("response.output_item.done",
                                   output_index=place["output_index"], item=copy.deepcopy(item)))
         self.response["output"].append(item)
-        self._open, self._text, self._call_index = None, [], None
+        self._open, self._text, self._call_index, self._logprobs = None, [], None, []
         return events

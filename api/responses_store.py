@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -19,6 +20,32 @@ class StoredResponse:
     response: dict[str, Any]
     messages: list[dict[str, Any]]  # the turn's input conversation, without instructions
     task: asyncio.Task[Any] | None = None  # a background response still running
+    events: list[dict[str, Any]] | None = None  # a streamed background response's events
+    _changed: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+
+    def record(self, events: list[dict[str, Any]]) -> None:
+        assert self.events is not None
+        self.events += events
+        self._changed.set()
+
+    def done(self) -> None:
+        """The background task ended (finished, failed or cancelled)."""
+        self.task = None
+        self._changed.set()
+
+    async def replay(self, after: int = -1) -> AsyncIterator[dict[str, Any]]:
+        """The recorded events after sequence number `after`, then the new ones as they come,
+        until the background task ends."""
+        assert self.events is not None
+        i = after + 1
+        while True:
+            self._changed.clear()
+            while i < len(self.events):
+                yield self.events[i]
+                i += 1
+            if self.task is None:
+                return
+            await self._changed.wait()
 
 
 class ResponseStore:

@@ -200,6 +200,36 @@ def test_background_and_cancel(client) -> None:
         client.responses.cancel("resp_unknown")
 
 
+def test_background_stream_and_resume(client) -> None:
+    events = list(client.responses.create(model=MODEL, input="Hello!", background=True,
+                                          stream=True, max_output_tokens=48))
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert events[0].type == "response.created" and events[0].response.background
+    assert events[0].response.status == "queued" and events[1].response.status == "in_progress"
+    assert events[-1].type in ("response.completed", "response.incomplete")
+    rid = events[0].response.id
+    again = list(client.responses.retrieve(rid, stream=True, starting_after=5))
+    assert [e.model_dump() for e in again] == [e.model_dump() for e in events[6:]]
+    assert client.responses.retrieve(rid).output == events[-1].response.output
+
+
+def test_output_text_logprobs(client) -> None:
+    kwargs = dict(input="Hello!", include=["message.output_text.logprobs"], top_logprobs=2)
+    r = _create(client, **kwargs)
+    part = r.output[-1].content[0]
+    tokens = "".join(lp.token for lp in part.logprobs)
+    assert part.logprobs and tokens.endswith(part.text)  # a step may also carry `</think>`
+    assert all(lp.logprob <= 0 and len(lp.top_logprobs) == 2 for lp in part.logprobs)
+    events = list(_create(client, stream=True, **kwargs))
+    streamed = [lp for e in events if e.type == "response.output_text.delta" for lp in e.logprobs]
+    final = events[-1].response.output[-1].content[0]
+    assert [(lp.token, lp.logprob) for lp in streamed] == [
+        (lp.token, lp.logprob) for lp in final.logprobs]
+    assert "".join(lp.token for lp in streamed).endswith(final.text)
+    plain = _create(client, input="Hello!")
+    assert not plain.output[-1].content[0].logprobs
+
+
 @pytest.mark.parametrize("body, param", [
     ({"input": []}, "input"),
     ({"input": [{"type": "web_search_call"}]}, "input[0].type"),

@@ -85,6 +85,21 @@ def test_whitespace_only_answer_is_still_an_answer() -> None:
     assert empty["output"] == [] and empty["status"] == "completed"
 
 
+def test_logprobs_follow_the_output_text() -> None:
+    ev = ResponseEvents({"id": "resp_1"})
+    tokens = ("r", "\n", " ", "\n", "Hi", "!")
+    lp = [{"token": t, "logprob": -0.5, "top_logprobs": []} for t in tokens]
+    ev.feed([{"reasoning": "r"}], lp[:1])  # thinking tokens: not the output text's
+    ev.feed([], lp[1:2])  # text the parser held back: its logprobs wait for it
+    ev.feed([{"content": "\n "}], lp[2:3])  # whitespace we hold, with its logprobs
+    events = ev.feed([{"content": "\nHi"}], lp[3:5]) + ev.feed([{"content": "!"}], lp[5:])
+    deltas = [e for e in events if e["type"] == "response.output_text.delta"]
+    assert [[x["token"] for x in e["logprobs"]] for e in deltas] == [list(tokens[1:5]), ["!"]]
+    ev.finish("completed", {})
+    assert [x["token"] for x in ev.response["output"][1]["content"][0]["logprobs"]] == list(
+        tokens[1:])
+
+
 def test_items_fold_into_assistant_turns() -> None:
     items = [
         {"role": "developer", "content": "Be brief."},
