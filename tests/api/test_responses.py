@@ -10,6 +10,8 @@ import time
 import jsonschema
 import openai
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from thinkgate.engine.demo_data import TOOLS
 
 MODEL = "thinkgate-demo"
@@ -55,6 +57,7 @@ def test_function_tool_call(client) -> None:
     _check_call(calls[0], WEATHER)
 
 
+@pytest.mark.slow  # a named call compiles its grammar: seconds on a loaded CPU
 def test_tool_choice_named_and_none(client) -> None:
     named = _create(client, input=ASK_WEATHER, tools=[WEATHER, TIME],
                     tool_choice={"type": "function", "name": "get_time"})
@@ -252,6 +255,34 @@ def test_bad_input_is_400(http, body: dict, param: str) -> None:
     error = resp.json()["error"]
     assert error["type"] == "invalid_request_error" and error["param"] == param
     assert error["message"]
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=4),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.sampled_from(["type", "role", "content", "text",
+                                                        "name", "call_id", "output"]), inner,
+                                       max_size=3), max_leaves=6)
+_ITEM = st.fixed_dictionaries({}, optional={
+    "type": st.sampled_from(["message", "reasoning", "function_call", "function_call_output",
+                             "item_reference", "x"]),
+    "role": st.sampled_from(["user", "assistant", "system", "tool", "x"]),
+    "content": _JSON, "name": _JSON, "call_id": _JSON, "arguments": _JSON, "output": _JSON,
+    "summary": _JSON})
+_BODY = st.fixed_dictionaries({"input": st.text(max_size=8) | st.lists(_ITEM, max_size=3)},
+                              optional={"tools": _JSON, "tool_choice": _JSON, "text": _JSON,
+                                        "reasoning": _JSON, "instructions": _JSON,
+                                        "include": _JSON, "top_logprobs": _JSON,
+                                        "previous_response_id": _JSON, "store": _JSON})
+
+
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(body=_BODY)
+def test_fuzzed_bodies_never_5xx(http, body: dict) -> None:
+    resp = http.post("/v1/responses", json={"model": MODEL, **body, "max_output_tokens": 2})
+    assert resp.status_code in (200, 400, 404), resp.text
+    if resp.status_code != 200:
+        assert resp.json()["error"]["message"]
 
 
 def test_unknown_ids_are_404(http) -> None:
