@@ -293,6 +293,17 @@ def test_unknown_ids_are_404(http) -> None:
     assert http.get("/health").status_code == 200
 
 
+@pytest.mark.slow  # a second server
+def test_store_size_flag_evicts_oldest(server_factory) -> None:
+    small = server_factory("--responses-store-size", "1")
+    client = openai.OpenAI(base_url=small.url, api_key="unused", max_retries=0, timeout=60)
+    first, second = (client.responses.create(model=MODEL, input="Hello!", max_output_tokens=4)
+                     for _ in range(2))
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(first.id)
+    assert client.responses.retrieve(second.id).id == second.id
+
+
 def test_agents_runner_calls_the_tool(server) -> None:
     from agents import (
         Agent,
