@@ -49,20 +49,28 @@ def _param_of(message: str) -> str | None:
     return None
 
 
+def _conversation(req: ResponsesRequest, store: ResponseStore) -> list[dict[str, Any]]:
+    """The chat messages of `previous_response_id`'s conversation and output, then `input`."""
+    prev = None
+    if req.previous_response_id is not None:
+        prev = store.get(req.previous_response_id)
+        if prev is None:
+            raise not_found(req.previous_response_id, "previous_response_id")
+    try:
+        history = prev.messages + output_messages(prev.response["output"]) if prev else []
+        return history + input_messages(req.input)
+    except ItemError as exc:
+        raise APIError(str(exc), param=exc.param) from exc
+
+
 class ResponseTurn:
     """One validated Responses request, prepared by the chat layer (history included)."""
 
     def __init__(self, state: Any, req: ResponsesRequest, store: ResponseStore) -> None:
         # state: the server's ServerState (engine, chat layer, config), as generation.py takes it
         self.state, self.req = state, req
-        prev = None
-        if req.previous_response_id is not None:
-            prev = store.get(req.previous_response_id)
-            if prev is None:
-                raise not_found(req.previous_response_id, "previous_response_id")
+        self.messages = _conversation(req, store)  # what a follow-up turn replays
         try:
-            history = prev.messages + output_messages(prev.response["output"]) if prev else []
-            self.messages = history + input_messages(req.input)
             tools = chat_tools(req.tools)
             choice = chat_tool_choice(req.tool_choice)
             fmt = response_format(req.text.format if req.text is not None else None)
@@ -151,9 +159,10 @@ async def run_events(turn: ResponseTurn, outputs: Outputs) -> AsyncIterator[list
             events = turn.events.feed(chat_deltas, turn.logprobs(d))
             if events:
                 yield events
-    if finish is None:
+    events = []
+    if finish is None:  # the engine's outputs ended without a finish reason
         more, finish = stream.finish(None)
-        turn.events.feed(more)
+        events = turn.events.feed(more)
     status = "incomplete" if finish == "length" else "completed"
     reason = "max_output_tokens" if finish == "length" else None
-    yield turn.events.finish(status, turn.usage(token_ids), reason)
+    yield events + turn.events.finish(status, turn.usage(token_ids), reason)
