@@ -96,17 +96,21 @@ def _events_fold(events: list) -> list[dict]:
 def test_stream_matches_non_stream(client) -> None:
     kwargs = dict(input=ASK_WEATHER, tools=[WEATHER])
     full = _create(client, **kwargs)
-    events = list(_create(client, stream=True, **kwargs))
+    # The client's stream helper rebuilds the response from the events (indexes must line up).
+    with client.responses.stream(model=MODEL, temperature=0, max_output_tokens=128,
+                                 **kwargs) as stream:
+        events = list(stream)
+        rebuilt = stream.get_final_response()
     final = events[-1]
     assert final.type == "response.completed" and final.response.status == "completed"
     items = _events_fold(events)
     assert items == [o.model_dump(exclude_none=True) for o in final.response.output]
 
     def shape(output: list) -> list:
-        return [(o.type, getattr(o, "arguments", None), getattr(o, "name", None),
+        return [(o.type, o.status, getattr(o, "arguments", None), getattr(o, "name", None),
                  [c.text for c in getattr(o, "content", None) or []]) for o in output]
 
-    assert shape(final.response.output) == shape(full.output)
+    assert shape(final.response.output) == shape(full.output) == shape(rebuilt.output)
     assert final.response.usage.output_tokens == full.usage.output_tokens
     kinds = [e.type for e in events]
     assert "response.reasoning_text.delta" in kinds
