@@ -86,8 +86,9 @@ async def _background(turn: ResponseTurn, entry: StoredResponse) -> None:
                 entry.record(events)
     except Exception as exc:  # the response records the failure; nobody waits on this task
         error = _error_event(turn, exc)
-        response.update(status="failed", error={"code": error["code"] or "server_error",
-                                                "message": error["message"]})
+        # OpenAI's ResponseError codes: a request the engine refused is an invalid prompt
+        code = error["code"] or ("invalid_prompt" if to_error(exc)[0] < 500 else "server_error")
+        response.update(status="failed", error={"code": code, "message": error["message"]})
         if entry.events is not None:
             entry.record([error])
     finally:

@@ -205,6 +205,15 @@ def test_background_and_cancel(client) -> None:
     assert client.responses.retrieve(long.id).status == "cancelled"
     with pytest.raises(openai.NotFoundError):
         client.responses.cancel("resp_unknown")
+    bad_schema = {"type": "json_schema", "name": "x", "schema": {"type": "string",
+                                                                "pattern": "(("}}
+    failing = client.responses.create(model=MODEL, input="Hi", background=True,
+                                      text={"format": bad_schema})
+    while (failed := client.responses.retrieve(failing.id)).status in ("queued", "in_progress"):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert failed.status == "failed" and failed.error.code == "invalid_prompt"
+    assert "((" in failed.error.message
 
 
 def test_background_stream_and_resume(client) -> None:
