@@ -97,6 +97,9 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-credentials", action="store_true")
     p.add_argument("--max-concurrent-requests", type=int, default=512,
                    help="generation requests in flight (running + queued) before answering 429")
+    p.add_argument("--responses-store-size", type=int, default=1024,
+                   help="stored /v1/responses kept in memory (for retrieve and "
+                        "previous_response_id); the oldest is evicted first; 0 stores none")
     p.add_argument("--uvicorn-log-level", default="warning",
                    choices=["critical", "error", "warning", "info", "debug", "trace"])
 

@@ -107,6 +107,7 @@ def build_state(ns: argparse.Namespace, engine: Any | None = None) -> ServerStat
         allowed_headers=tuple(getattr(ns, "allowed_headers", ["*"])),
         allow_credentials=getattr(ns, "allow_credentials", False),
         max_concurrent_requests=getattr(ns, "max_concurrent_requests", 1 << 30),
+        responses_store_size=getattr(ns, "responses_store_size", 1024),
     )
     metrics = ServerMetrics(config.served_model_names[0])
     chat = ChatLayer(engine.tokenizer, **chat_kwargs(ns))

@@ -22,6 +22,7 @@ class ServerConfig:
     allow_credentials: bool = False
     max_concurrent_requests: int = 512  # generation requests in flight before 429
     return_reasoning_content: bool = True  # also send `reasoning_content` (older clients)
+    responses_store_size: int = 1024  # stored /v1/responses kept, oldest evicted first
 
     def __post_init__(self) -> None:
         if not self.served_model_names:
@@ -30,6 +31,9 @@ class ServerConfig:
             raise ValueError(
                 f"max_concurrent_requests must be >= 1, got {self.max_concurrent_requests}"
             )
+        if self.responses_store_size < 0:
+            raise ValueError(
+                f"responses_store_size must be >= 0, got {self.responses_store_size}")
 
 
 @dataclass
