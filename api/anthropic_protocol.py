@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Open(BaseModel):
@@ -104,3 +104,10 @@ class MessagesRequest(CountTokensRequest):
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     top_k: int | None = Field(default=None, ge=-1)
     metadata: dict[str, Any] | None = None  # accepted, no effect on a local model
+
+    @field_validator("stop_sequences")
+    @classmethod
+    def _non_empty(cls, value: list[str] | None) -> list[str] | None:
+        if value and not all(value):
+            raise ValueError(f"stop_sequences must be non-empty strings, got {value!r}")
+        return value
