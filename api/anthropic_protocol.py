@@ -40,10 +40,10 @@ class InputMessage(_Open):
 
 
 class Tool(_Open):
+    type: Literal["custom"] | None = None  # first: a server tool is told it is not supported
     name: str = Field(min_length=1, max_length=128)
     description: str | None = None
     input_schema: dict[str, Any]
-    type: Literal["custom"] | None = None
     strict: bool | None = None
 
 

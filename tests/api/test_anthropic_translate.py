@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 from anthropic.lib.streaming._messages import accumulate_event
 from anthropic.types import RawMessageStreamEvent
 from pydantic import TypeAdapter, ValidationError
+from thinkgate.api.anthropic_errors import (
+    anthropic_error,
+    anthropic_error_event,
+    anthropic_error_response,
+)
 from thinkgate.api.anthropic_events import BlockWriter, fold, stop_fields
 from thinkgate.api.anthropic_protocol import MessagesRequest
 from thinkgate.api.anthropic_translate import chat_args
+from thinkgate.api.errors import APIError
+from thinkgate.api.server.helpers import stream_response
 
 DELTAS = [
     {"reasoning": "Let me "}, {"reasoning": "think."}, {"content": "Calling."},
@@ -180,3 +188,40 @@ def test_unusable_blocks_name_their_position(messages, words) -> None:
 def test_request_validation(fields) -> None:
     with pytest.raises(ValidationError):
         MessagesRequest.model_validate({"model": "m", **fields})
+
+
+@pytest.mark.parametrize(("exc", "status", "kind"), [
+    (APIError("bad"), 400, "invalid_request_error"),
+    (APIError("key", status_code=401), 401, "authentication_error"),
+    (APIError("model", status_code=404), 404, "not_found_error"),
+    (APIError("full", status_code=429, type="rate_limit_error"), 429, "rate_limit_error"),
+    (ValueError("bad value"), 400, "invalid_request_error"),
+    (RuntimeError("bug"), 500, "api_error"),
+])
+def test_error_shape(exc, status, kind) -> None:
+    got_status, body = anthropic_error(exc)
+    assert got_status == status and body["type"] == "error"
+    assert body["error"]["type"] == kind and set(body["error"]) == {"type", "message"}
+
+
+def test_stream_errors_are_error_events_without_done() -> None:
+    async def outputs():
+        yield "first"
+        raise APIError("engine said no")
+
+    async def events(first, rest):
+        yield f"event: ping\ndata: {json.dumps({'type': 'ping', 'got': first})}\n\n"
+        async for item in rest:
+            yield item
+
+    async def body() -> list[str]:
+        response = await stream_response(outputs(), events, on_error=anthropic_error_response,
+                                         on_stream_error=anthropic_error_event, done=None)
+        return [chunk async for chunk in response.body_iterator]
+
+    chunks = asyncio.run(body())
+    assert chunks[0].startswith("event: ping\n")
+    name, data = chunks[-1].strip().split("\n")
+    assert name == "event: error" and len(chunks) == 2
+    assert json.loads(data.removeprefix("data: ")) == {
+        "type": "error", "error": {"type": "invalid_request_error", "message": "engine said no"}}

@@ -94,14 +94,14 @@ def test_stream_collects_the_same_message(claude, server, tools) -> None:
 
 def test_tool_choice(claude) -> None:
     hello = [{"role": "user", "content": "Say hello."}]
+    quick = {"thinking": {"type": "disabled"}, "extra_body": GREEDY}  # fewer tokens to wait for
     forced = claude.messages.create(model=MODEL, max_tokens=96, messages=hello,
-                                    tools=[WEATHER, TIME], tool_choice={"type": "any"},
-                                    extra_body=GREEDY)
+                                    tools=[WEATHER, TIME], tool_choice={"type": "any"}, **quick)
     assert _blocks(forced, "tool_use") and forced.stop_reason == "tool_use"
     named = claude.messages.create(
         model=MODEL, max_tokens=96, messages=ASK_WEATHER, tools=[WEATHER, TIME],
         tool_choice={"type": "tool", "name": "get_time", "disable_parallel_tool_use": True},
-        extra_body=GREEDY)
+        **quick)
     calls = _blocks(named, "tool_use")
     assert [c.name for c in calls] == ["get_time"]
     jsonschema.validate(calls[0].input, TIME["input_schema"])
@@ -167,8 +167,14 @@ def test_system_and_tool_result_render_like_openai(claude, http) -> None:
      404, "not_found_error", "claude-nope"),
     ({"max_tokens": 10 ** 6, "messages": ASK_WEATHER}, 400, "invalid_request_error",
      "context length"),
+    ({"max_tokens": 8, "messages": ASK_WEATHER, "tools": [
+        {"type": "web_search_20250305", "name": "web_search"}]}, 400, "invalid_request_error",
+     "tools[0].type"),
+    ({"max_tokens": 8, "messages": ASK_WEATHER, "output_config": {"format": {
+        "type": "json_schema", "schema": {"type": "object", "properties": 5}}}},
+     400, "invalid_request_error", "schema"),  # rejected by the engine's grammar compiler
 ], ids=["no-max-tokens", "image", "any-without-tools", "unknown-tool", "no-budget",
-        "unknown-model", "too-long"])
+        "unknown-model", "too-long", "server-tool", "bad-schema"])
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 def test_errors_have_anthropic_shape(http, body, status, kind, words, stream) -> None:
     r = http.post("/v1/messages", json={"model": MODEL, **body, "stream": stream})
