@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from thinkgate.api.server.anthropic_messages import router as messages_router
 from thinkgate.api.server.basic import add_basic_routes
 from thinkgate.api.server.middleware import AuthMiddleware, CountMiddleware, install_error_handlers
 from thinkgate.api.server.openai_chat import router as chat_router
@@ -49,5 +50,6 @@ def build_app(state: ServerState) -> FastAPI:
     app.include_router(chat_router)
     app.include_router(completions_router)
     app.include_router(responses_router)
+    app.include_router(messages_router)
     add_basic_routes(app, state)
     return app

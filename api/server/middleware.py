@@ -9,6 +9,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from thinkgate.api.anthropic_errors import (
+    anthropic_body,
+    anthropic_error_response,
+    is_anthropic_path,
+)
 from thinkgate.api.errors import APIError, error_body
 from thinkgate.api.metrics import ServerMetrics
 from thinkgate.api.server.helpers import error_response
@@ -19,6 +24,8 @@ _OPEN_PATHS = ("/health", "/metrics", "/ping")
 
 def install_error_handlers(app: FastAPI) -> None:
     async def _handle(request: Request, exc: Exception) -> JSONResponse:
+        if is_anthropic_path(request.url.path):  # each dialect answers in its own shape
+            return anthropic_error_response(exc)
         return error_response(exc)
 
     # Client errors get their own handlers: Starlette re-raises whatever reaches the catch-all
@@ -29,31 +36,42 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(exc)
+        return await _handle(request, exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if is_anthropic_path(request.url.path):
+            return JSONResponse(anthropic_body(exc.status_code, str(exc.detail)),
+                                status_code=exc.status_code)
         kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
         return JSONResponse(error_body(str(exc.detail), kind, None, None),
                             status_code=exc.status_code)
 
 
 class AuthMiddleware:
-    """401 unless `Authorization: Bearer KEY` (pure ASGI: streaming responses pass untouched)."""
+    """401 unless `Authorization: Bearer KEY` or `x-api-key: KEY` (Anthropic's header)
+    (pure ASGI: streaming responses pass untouched)."""
 
     def __init__(self, app: Any, api_key: str) -> None:
         self.app = app
-        self.expected = f"Bearer {api_key}".encode()
+        self.key = api_key.encode()
+        self.bearer = b"Bearer " + self.key
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if (scope["type"] == "http" and scope["method"] != "OPTIONS"
-                and scope["path"] not in _OPEN_PATHS
-                and dict(scope["headers"]).get(b"authorization") != self.expected):
-            body = error_body("Incorrect API key provided.", "invalid_request_error", None,
-                              "invalid_api_key")
+                and scope["path"] not in _OPEN_PATHS and not self._allowed(scope["headers"])):
+            if is_anthropic_path(scope["path"]):
+                body = anthropic_body(401, "invalid x-api-key")
+            else:
+                body = error_body("Incorrect API key provided.", "invalid_request_error", None,
+                                  "invalid_api_key")
             await JSONResponse(body, status_code=401)(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+    def _allowed(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        found = dict(headers)
+        return found.get(b"authorization") == self.bearer or found.get(b"x-api-key") == self.key
 
 
 class CountMiddleware:

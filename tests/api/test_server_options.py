@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import anthropic
 import httpx
 import openai
 import pytest
@@ -31,6 +32,27 @@ def test_api_key(server) -> None:
     good = openai.OpenAI(base_url=server.url, api_key=KEY, max_retries=0)
     assert good.models.list().data[0].id == MODEL
     assert httpx.post(f"{server.base}/tokenize", json={"prompt": "hi"}).status_code == 401
+
+
+def test_x_api_key(server) -> None:
+    """Anthropic clients send `x-api-key`; /v1/messages answers 401 in Anthropic's shape."""
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+    count = f"{server.base}/v1/messages/count_tokens"
+    for headers in ({}, {"x-api-key": "wrong"}, {"Authorization": f"Bearer {KEY}x"}):
+        r = httpx.post(count, json=body, headers=headers)
+        assert r.status_code == 401
+        assert r.json() == {"type": "error", "error": {"type": "authentication_error",
+                                                       "message": "invalid x-api-key"}}
+    assert httpx.post(count, json=body, headers={"x-api-key": KEY}).json()["input_tokens"] > 0
+    assert httpx.get(f"{server.url}/models", headers={"x-api-key": KEY}).status_code == 200
+    with pytest.raises(anthropic.AuthenticationError):
+        anthropic.Anthropic(base_url=server.base, api_key="wrong", max_retries=0
+                            ).messages.count_tokens(**body)
+    for client in (anthropic.Anthropic(base_url=server.base, api_key=KEY, max_retries=0),
+                   anthropic.Anthropic(base_url=server.base, api_key=None, max_retries=0,
+                                       default_headers={"x-api-key": KEY})):
+        out = client.messages.create(**body, max_tokens=4)
+        assert out.usage.output_tokens > 0
 
 
 def test_queue_full_is_429(server) -> None:
