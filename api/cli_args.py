@@ -89,6 +89,13 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-credentials", action="store_true")
     p.add_argument("--max-concurrent-requests", type=int, default=512,
                    help="generation requests in flight (running + queued) before answering 429")
+    p.add_argument("--batch-dir", default=None,
+                   help="folder for /v1/files and /v1/batches (uploads, batch state, results); "
+                        "unfinished batches resume from it at start-up (default: "
+                        "$XDG_CACHE_HOME/thinkgate/batches or ~/.cache/thinkgate/batches)")
+    p.add_argument("--max-batch-in-flight", type=int, default=64,
+                   help="online batch lines in the engine at once; they also wait while online "
+                        "requests are queued")
     p.add_argument("--uvicorn-log-level", default="warning",
                    choices=["critical", "error", "warning", "info", "debug", "trace"])
 

@@ -104,6 +104,8 @@ def build_state(ns: argparse.Namespace, engine: Any | None = None) -> ServerStat
         allowed_headers=tuple(getattr(ns, "allowed_headers", ["*"])),
         allow_credentials=getattr(ns, "allow_credentials", False),
         max_concurrent_requests=getattr(ns, "max_concurrent_requests", 1 << 30),
+        batch_dir=getattr(ns, "batch_dir", None),
+        max_batch_in_flight=getattr(ns, "max_batch_in_flight", 64),
     )
     metrics = ServerMetrics(config.served_model_names[0])
     chat = ChatLayer(engine.tokenizer, **chat_kwargs(ns))

@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from thinkgate.api.server.basic import add_basic_routes
 from thinkgate.api.server.middleware import AuthMiddleware, CountMiddleware, install_error_handlers
+from thinkgate.api.server.openai_batches import add_batch_routes
 from thinkgate.api.server.openai_chat import router as chat_router
 from thinkgate.api.server.openai_completions import router as completions_router
 from thinkgate.api.server.state import ServerConfig, ServerState
@@ -25,7 +26,9 @@ def build_app(state: ServerState) -> FastAPI:
     """The FastAPI app over a started engine."""
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await batches.start()  # resumes unfinished online batches
         yield
+        await batches.stop()
         shutdown = getattr(state.engine, "shutdown", None)
         if shutdown is not None:
             result = shutdown()
@@ -47,5 +50,6 @@ def build_app(state: ServerState) -> FastAPI:
     )
     app.include_router(chat_router)
     app.include_router(completions_router)
+    batches = add_batch_routes(app, state)
     add_basic_routes(app, state)
     return app
