@@ -9,7 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-from thinkgate.api.batch.online import OnlineGate, validate
+from thinkgate.api.batch.gate import OnlineGate
+from thinkgate.api.batch.online import validate
 from thinkgate.api.batch.store import BatchStore, Journal, page
 from thinkgate.api.errors import APIError
 
