@@ -1,10 +1,12 @@
-"""Offline batch inference over OpenAI batch-format JSONL (`thinkgate run-batch`).
+"""Batch lines in OpenAI's batch JSONL: offline `thinkgate run-batch` and online /v1/batches.
 
 Each input line is `{"custom_id", "method": "POST", "url", "body"}` with url /v1/chat/completions
 or /v1/completions. Every line goes through the server's own FastAPI app in-process (an ASGI
 transport, no socket), so a batch result body is byte-for-byte what the HTTP server would answer,
 errors included. All lines are in flight at once (bounded), so the engine batches them. Results are
 appended and flushed as they finish; `--resume` skips the custom_ids already in the output.
+Online batches (`online.py`) use the same parsing and posting, with `validate` checking a whole
+input file first.
 """
 
 from __future__ import annotations
@@ -191,3 +193,33 @@ def open_output(path: str | Path, resume: bool) -> TextIO:
         if text and not text.endswith("\n"):  # drop a half-written last line
             path.write_text(text[: text.rfind("\n") + 1], encoding="utf-8")
     return open(path, "a" if resume else "w", encoding="utf-8")
+
+
+def validate(lines: list[tuple[int, str]], endpoint: str) -> tuple[list[tuple[int, dict]], list]:
+    """An online batch's check of its whole input against its one `endpoint`: (the parsed
+    requests, OpenAI batch errors `{code, message, param, line}`); any error fails the batch."""
+    if not lines:
+        return [], [{"code": "empty_file", "message": "The input file has no requests.",
+                     "param": None, "line": None}]
+    parsed, errors = [], []
+    for line_no, text in lines:
+        try:
+            parsed.append((line_no, parse_line(line_no, text, (endpoint,))))
+        except BatchLineError as exc:
+            errors.append({"code": exc.code, "message": str(exc), "param": exc.param,
+                           "line": line_no})
+    for line_no, message in duplicate_lines(lines, (endpoint,)).items():
+        errors.append({"code": "duplicate_custom_id", "message": message, "param": "custom_id",
+                       "line": line_no})
+    errors.sort(key=lambda e: e["line"])
+    return parsed, errors
+
+
+def read_input(path: str | Path, endpoint: str) -> tuple[list[tuple[int, dict]], list]:
+    """An input file's requests and OpenAI batch errors (see `validate`)."""
+    try:
+        lines = read_lines(path)
+    except UnicodeDecodeError as exc:
+        return [], [{"code": "invalid_file", "message": f"The input file is not UTF-8 text: "
+                     f"{exc}", "param": None, "line": None}]
+    return validate(lines, endpoint)

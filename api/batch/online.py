@@ -21,14 +21,7 @@ import time
 from typing import Any
 
 from thinkgate.api.batch.gate import OnlineGate
-from thinkgate.api.batch.lines import (
-    BatchLineError,
-    app_client,
-    duplicate_lines,
-    parse_line,
-    post_line,
-    read_lines,
-)
+from thinkgate.api.batch.lines import app_client, post_line, read_input
 from thinkgate.api.batch.store import BatchStore, Journal, default_batch_dir, new_id
 from thinkgate.api.errors import APIError
 
@@ -60,25 +53,6 @@ def is_success(result: dict[str, Any]) -> bool:
     response = result.get("response")
     return result.get("error") is None and response is not None \
         and 200 <= response["status_code"] < 300
-
-
-def validate(lines: list[tuple[int, str]], endpoint: str) -> tuple[list[tuple[int, dict]], list]:
-    """(the parsed requests, OpenAI batch errors `{code, message, param, line}`)."""
-    if not lines:
-        return [], [{"code": "empty_file", "message": "The input file has no requests.",
-                     "param": None, "line": None}]
-    parsed, errors = [], []
-    for line_no, text in lines:
-        try:
-            parsed.append((line_no, parse_line(line_no, text, (endpoint,))))
-        except BatchLineError as exc:
-            errors.append({"code": exc.code, "message": str(exc), "param": exc.param,
-                           "line": line_no})
-    for line_no, message in duplicate_lines(lines, (endpoint,)).items():
-        errors.append({"code": "duplicate_custom_id", "message": message, "param": "custom_id",
-                       "line": line_no})
-    errors.sort(key=lambda e: e["line"])
-    return parsed, errors
 
 
 class OnlineBatches:
@@ -179,14 +153,15 @@ class OnlineBatches:
         batch = self.store.get_batch(batch_id)
         try:
             if batch["status"] == "cancelling":
-                self._finish(batch, "cancelled")
+                await self._finish(batch, "cancelled")
                 return
-            requests = self._validated(batch)
+            requests = await self._validated(batch)
             if requests is None:
                 return
             if batch["status"] == "in_progress":
                 await self._run(batch, requests)
-            self._finish(batch, "cancelled" if batch["status"] == "cancelling" else "completed")
+            await self._finish(batch,
+                               "cancelled" if batch["status"] == "cancelling" else "completed")
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug here must not take the server down: fail the batch
@@ -196,16 +171,10 @@ class OnlineBatches:
                  "param": None, "line": None}]}
             self._set_status(batch, "failed")
 
-    def _validated(self, batch: dict[str, Any]) -> list[tuple[int, dict]] | None:
+    async def _validated(self, batch: dict[str, Any]) -> list[tuple[int, dict]] | None:
         """The input's requests; a bad input fails the batch (None)."""
         path = self.store.file_path(batch["input_file_id"])
-        try:
-            lines = read_lines(path)
-        except UnicodeDecodeError as exc:
-            lines, errors = [], [{"code": "invalid_file", "message": f"The input file is not "
-                                  f"UTF-8 text: {exc}", "param": None, "line": None}]
-        else:
-            requests, errors = validate(lines, batch["endpoint"])
+        requests, errors = await asyncio.to_thread(read_input, path, batch["endpoint"])
         if errors:
             batch["errors"] = {"object": "list", "data": errors}
             self._set_status(batch, "failed")
@@ -291,26 +260,34 @@ class OnlineBatches:
         batch[f"{status}_at"] = int(time.time())
         self.store.save_batch(batch)
 
-    def _finish(self, batch: dict[str, Any], status: str) -> None:
+    async def _finish(self, batch: dict[str, Any], status: str) -> None:
         """Write the output and error files from the journal, then the final status."""
         if status == "completed" and batch["status"] != "finalizing":
             self._set_status(batch, "finalizing")
-        journal = self.store.journal(batch["id"])
+        rows, file_ids = await asyncio.to_thread(self._write_results, batch["id"])
+        self._count(batch, rows)
+        batch.update(file_ids)
+        self._set_status(batch, status)
+        self.store.drop_journal(batch["id"])
+        self._cancel.pop(batch["id"], None)
+
+
+    def _write_results(self, batch_id: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
+        """(the journal's results in input order, the output/error file ids written)."""
+        journal = self.store.journal(batch_id)
         journal.close()
         rows = [journal.rows[n] for n in sorted(journal.rows)]
-        self._count(batch, rows)
-        stem = batch["id"].removeprefix("batch_")
+        stem = batch_id.removeprefix("batch_")
+        file_ids = {}
         for key, kind, chosen in (("output_file_id", "output", [r for r in rows if is_success(r)]),
                                   ("error_file_id", "error",
                                    [r for r in rows if not is_success(r)])):
             if chosen:
                 text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in chosen)
-                file = self.store.add_file(text.encode("utf-8"), f"{batch['id']}_{kind}.jsonl",
+                file = self.store.add_file(text.encode("utf-8"), f"{batch_id}_{kind}.jsonl",
                                            "batch_output", file_id=f"file-{stem}{kind[0]}")
-                batch[key] = file["id"]
-        self._set_status(batch, status)
-        self.store.drop_journal(batch["id"])
-        self._cancel.pop(batch["id"], None)
+                file_ids[key] = file["id"]
+        return rows, file_ids
 
 
 async def _first_of(*aws: Any) -> None:

@@ -3,6 +3,7 @@ delete. The files live in the online batches' store (`api/batch/store.py`, under
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -72,8 +73,9 @@ async def create_file(request: Request) -> dict[str, Any]:
         if not isinstance(upload, UploadFile):
             raise APIError("Missing the file: send it in the multipart field `file`.",
                            param="file", code="missing_required_parameter")
-        obj = store.add_file(upload.file, upload.filename or "upload.jsonl", purpose,
-                             max_bytes=MAX_FILE_BYTES)
+        obj = await asyncio.to_thread(store.add_file, upload.file,
+                                      upload.filename or "upload.jsonl", purpose,
+                                      max_bytes=MAX_FILE_BYTES)
     expires_at = _expires_at(form, obj["created_at"])
     if expires_at is not None:
         obj["expires_at"] = expires_at

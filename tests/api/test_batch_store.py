@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from thinkgate.api.batch.gate import OnlineGate
-from thinkgate.api.batch.online import validate
+from thinkgate.api.batch.lines import validate
 from thinkgate.api.batch.store import BatchStore, Journal, page
 from thinkgate.api.errors import APIError
 

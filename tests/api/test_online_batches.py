@@ -142,7 +142,10 @@ def test_round_trip_results_and_errors(client: openai.OpenAI) -> None:
 
 
 def test_completions_batch_and_listing(client: openai.OpenAI) -> None:
-    file = upload(client, [completion_line(f"c{i}", f"x_{i} = ") for i in range(3)])
+    data = "".join(completion_line(f"c{i}", f"x_{i} = ") + "\n" for i in range(3)).encode()
+    file = client.files.create(file=("c.jsonl", data), purpose="batch",
+                               expires_after={"anchor": "created_at", "seconds": 3600})
+    assert file.expires_at == file.created_at + 3600
     first = client.batches.create(input_file_id=file.id, endpoint="/v1/completions",
                                   completion_window="24h")
     second = client.batches.create(input_file_id=file.id, endpoint="/v1/completions",
@@ -265,8 +268,8 @@ def test_killed_server_resumes_the_batch(server_factory: Any, tmp_path: Path) ->
     flags = ("--batch-dir", str(tmp_path), "--max-batch-in-flight", "2")
     first = server_factory(*flags)
     client = openai.OpenAI(base_url=first.url, api_key="unused", max_retries=0, timeout=60)
-    ids = [f"p{i}" for i in range(16)]
-    file = upload(client, [completion_line(c, f"item_{c} = ", max_tokens=12) for c in ids])
+    ids = [f"p{i}" for i in range(12)]
+    file = upload(client, [completion_line(c, f"item_{c} = ", max_tokens=8) for c in ids])
     batch = client.batches.create(input_file_id=file.id, endpoint="/v1/completions",
                                   completion_window="24h")
     journal = tmp_path / "batches" / f"{batch.id}.journal"
