@@ -80,9 +80,13 @@ def batch_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("batch_dir")
 
 
+def batch_flags(batch_dir: Path) -> tuple[str, ...]:
+    return ("--batch-dir", str(batch_dir), "--max-batch-in-flight", "4")
+
+
 @pytest.fixture(scope="module")
 def server(server_factory: Any, batch_dir: Path) -> Any:
-    return server_factory("--batch-dir", str(batch_dir))
+    return server_factory(*batch_flags(batch_dir))
 
 
 def test_bad_lines_fail_the_batch_listing_each(client: openai.OpenAI) -> None:
@@ -264,26 +268,25 @@ def _journal_rows(path: Path) -> dict[str, dict[str, Any]]:
     return {r["custom_id"]: r for r in rows}
 
 
-def test_killed_server_resumes_the_batch(server_factory: Any, tmp_path: Path) -> None:
-    flags = ("--batch-dir", str(tmp_path), "--max-batch-in-flight", "2")
-    first = server_factory(*flags)
-    client = openai.OpenAI(base_url=first.url, api_key="unused", max_retries=0, timeout=60)
+def test_killed_server_resumes_the_batch(server: Any, server_factory: Any, batch_dir: Path,
+                                         client: openai.OpenAI) -> None:
+    """Last in this module: it kills the module's server (one server start fewer)."""
     ids = [f"p{i}" for i in range(12)]
     file = upload(client, [completion_line(c, f"item_{c} = ", max_tokens=8) for c in ids])
     batch = client.batches.create(input_file_id=file.id, endpoint="/v1/completions",
                                   completion_window="24h")
-    journal = tmp_path / "batches" / f"{batch.id}.journal"
+    journal = batch_dir / "batches" / f"{batch.id}.journal"
     deadline = time.monotonic() + 120
     while len(_journal_rows(journal)) < 3:
         assert time.monotonic() < deadline, "the batch made no progress"
         time.sleep(0.05)
-    os.killpg(first.proc.pid, signal.SIGKILL)  # the server and its engine core, no cleanup
-    first.proc.wait()
+    os.killpg(server.proc.pid, signal.SIGKILL)  # the server and its engine core, no cleanup
+    server.proc.wait()
     before = _journal_rows(journal)
     assert 3 <= len(before) < len(ids), "the kill came too late to test a resume"
-    saved = json.loads((tmp_path / "batches" / f"{batch.id}.json").read_text())
+    saved = json.loads((batch_dir / "batches" / f"{batch.id}.json").read_text())
 
-    second = server_factory(*flags)
+    second = server_factory(*batch_flags(batch_dir))
     client = openai.OpenAI(base_url=second.url, api_key="unused", max_retries=0, timeout=60)
     done, _ = wait_batch(client, batch.id)
     assert done.status == "completed" and done.request_counts.completed == len(ids)
@@ -293,3 +296,5 @@ def test_killed_server_resumes_the_batch(server_factory: Any, tmp_path: Path) ->
     by_id = {r["custom_id"]: r for r in output}
     for custom_id, row in before.items():  # finished before the kill: kept, not run again
         assert by_id[custom_id] == row
+    assert client.batches.retrieve(batch.id).status == "completed"
+    assert len(client.files.list(purpose="batch").data) >= 5  # the earlier uploads are still there
