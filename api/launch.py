@@ -110,7 +110,8 @@ def build_state(ns: argparse.Namespace, engine: Any | None = None) -> ServerStat
     metrics = ServerMetrics(config.served_model_names[0])
     chat = ChatLayer(engine.tokenizer, **chat_kwargs(ns))
     state = ServerState(engine=engine, config=config, metrics=metrics, chat=chat,
-                        max_model_len=engine.max_model_len)
+                        max_model_len=engine.max_model_len,
+                        max_num_seqs=getattr(ns, "max_num_seqs", None))
     stats = getattr(engine, "stats", None)
     if stats is not None:
         metrics.watch_engine(lambda: _engine_gauges(stats()))

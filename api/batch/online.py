@@ -65,7 +65,8 @@ class OnlineBatches:
         self.store = BatchStore(config.batch_dir or default_batch_dir())
         stats = getattr(state.engine, "stats", None)
         self.gate = OnlineGate(config.max_batch_in_flight, lambda: state.online_in_flight,
-                               lambda: int(stats().get("num_waiting", 0)) if stats else 0)
+                               lambda: int(stats().get("num_waiting", 0)) if stats else 0,
+                               getattr(state, "max_num_seqs", None))
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self._cancel: dict[str, asyncio.Event] = {}
         self._last_save: dict[str, float] = {}

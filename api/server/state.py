@@ -52,6 +52,7 @@ class ServerState:
     metrics: ServerMetrics
     chat: Any  # thinkgate.api.chat.ChatLayer: template, parsers, constraints
     max_model_len: int
+    max_num_seqs: int | None = None  # the engine's, where known (batch lines leave room)
     created: int = field(default_factory=lambda: int(time.time()))
     in_flight: int = 0
     batch_in_flight: int = 0  # of in_flight: lines of online batches

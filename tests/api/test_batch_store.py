@@ -134,3 +134,26 @@ def test_gate_bounds_batch_lines_and_yields_to_waiting_online_requests() -> None
     assert asyncio.run(scenario()) == ["a", "b", "c", "d"]
     with pytest.raises(ValueError, match="max_in_flight must be >= 1, got 0"):
         OnlineGate(0, lambda: 0, lambda: 0)
+
+
+def test_gate_leaves_an_engine_slot_for_online_requests() -> None:
+    async def scenario() -> None:
+        load = {"online": 0}
+        gate = OnlineGate(10, lambda: load["online"], lambda: 0, capacity=4, poll_s=0.001)
+        for _ in range(3):
+            await asyncio.wait_for(gate.acquire(), 1.0)
+        fourth = asyncio.ensure_future(gate.acquire())
+        await asyncio.sleep(0.01)
+        assert gate.running == 3 and not fourth.done()  # slot 4 stays free for online traffic
+        load["online"] = 1  # an online request took it
+        gate.release()
+        await asyncio.sleep(0.01)
+        assert gate.running == 2 and not fourth.done()  # 2 batch + 1 online: one left free
+        load["online"] = 0
+        await asyncio.wait_for(fourth, 1.0)
+        assert gate.running == 3
+
+    asyncio.run(scenario())
+    with pytest.raises(ValueError, match="capacity must be >= 1, got 0"):
+        OnlineGate(1, lambda: 0, lambda: 0, capacity=0)
+    assert OnlineGate(1, lambda: 0, lambda: 0, capacity=1).max_busy == 1
