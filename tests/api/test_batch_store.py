@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from thinkgate.api.batch.gate import OnlineGate
-from thinkgate.api.batch.lines import validate
+from thinkgate.api.batch.lines import read_input, validate
 from thinkgate.api.batch.store import BatchStore, Journal, page
 from thinkgate.api.errors import APIError
 
@@ -103,6 +103,19 @@ def test_validate_follows_openai_rules() -> None:
         (7, "unknown_parameter", "extra"), (9, "duplicate_custom_id", "custom_id")]
     assert [n for n, _ in requests] == [1, 9]
     assert validate([], url)[1][0]["code"] == "empty_file"
+
+
+def test_read_input_numbers_lines_as_in_the_file(tmp_path: Path) -> None:
+    line = json.dumps({"custom_id": "a", "method": "POST", "url": "/v1/completions",
+                       "body": {}})
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n\n" + line + "\n   \n" + line.replace('"a"', '"b"') + "\n")
+    requests, errors = read_input(path, "/v1/completions")
+    assert errors == [] and [(n, d["custom_id"]) for n, d in requests] == [(3, "a"), (5, "b")]
+    path.write_bytes(b"\xff\xfe not utf-8\n")
+    assert [e["code"] for e in read_input(path, "/v1/completions")[1]] == ["invalid_file"]
+    path.write_text("\n \n")
+    assert [e["code"] for e in read_input(path, "/v1/completions")[1]] == ["empty_file"]
 
 
 def test_gate_bounds_batch_lines_and_yields_to_waiting_online_requests() -> None:

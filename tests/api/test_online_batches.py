@@ -8,12 +8,15 @@ import json
 import os
 import signal
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 MODEL = "thinkgate-demo"
 TERMINAL = ("completed", "failed", "cancelled", "expired")
@@ -246,6 +249,47 @@ def test_bad_requests_are_400_or_404(client: openai.OpenAI, http: httpx.Client) 
         assert r.status_code == 400, (path, r.text)
         assert r.json()["error"]["param"] == param, (path, r.text)
     assert http.get("/health").status_code == 200
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
+                                                                 max_size=3),
+    max_leaves=6)
+_BATCH_KEYS = ("input_file_id", "endpoint", "completion_window", "metadata",
+               "output_expires_after")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=st.dictionaries(st.sampled_from(_BATCH_KEYS) | st.text(max_size=5), _JSON,
+                            max_size=5),
+       query=st.dictionaries(st.sampled_from(("limit", "after", "order", "purpose")),
+                             st.text(max_size=6), max_size=3),
+       form=st.dictionaries(st.sampled_from(("purpose", "file", "expires_after[anchor]",
+                                             "expires_after[seconds]", "x")),
+                            st.text(max_size=6), max_size=4),
+       blob=st.binary(max_size=64), object_id=st.text(min_size=1, max_size=12))
+def test_fuzzed_input_never_gets_a_5xx(http: httpx.Client, body: dict, query: dict,
+                                       form: dict, blob: bytes, object_id: str) -> None:
+    """Bounded: 60 examples of random bodies, queries, forms and ids over these routes."""
+    quoted = urllib.parse.quote(object_id, safe="")
+    answers = [
+        http.post("/v1/batches", json=body),
+        http.post("/v1/batches", content=blob),
+        http.get("/v1/batches", params=query),
+        http.get("/v1/files", params=query),
+        http.post("/v1/files", data=form, files={"file": ("f.jsonl", blob)}),
+        http.post("/v1/files", data=form),
+        http.get(f"/v1/files/{quoted}"),
+        http.get(f"/v1/files/{quoted}/content"),
+        http.delete(f"/v1/files/{quoted}"),
+        http.get(f"/v1/batches/{quoted}"),
+        http.post(f"/v1/batches/{quoted}/cancel"),
+    ]
+    for r in answers:
+        assert r.status_code < 500, (r.request.method, r.request.url, r.text)
+        if r.status_code >= 400:
+            assert set(r.json()["error"]) == {"message", "type", "param", "code"}
 
 
 def test_responses_endpoint(client: openai.OpenAI, http: httpx.Client) -> None:
