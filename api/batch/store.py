@@ -203,7 +203,8 @@ class BatchStore:
 
     def list_files(self, purpose: str | None = None) -> list[dict[str, Any]]:
         """Newest first."""
-        files = [f for f in self.files.values() if purpose is None or f["purpose"] == purpose]
+        # list() copies in one C call: an upload's thread may add a file meanwhile
+        files = [f for f in list(self.files.values()) if purpose is None or f["purpose"] == purpose]
         return sorted(files, key=lambda f: (f["created_at"], f["id"]), reverse=True)
 
     # batches
