@@ -94,8 +94,9 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
                         "unfinished batches resume from it at start-up (default: "
                         "$XDG_CACHE_HOME/thinkgate/batches or ~/.cache/thinkgate/batches)")
     p.add_argument("--max-batch-in-flight", type=int, default=64,
-                   help="online batch lines in the engine at once; they also wait while online "
-                        "requests are queued")
+                   help="online batch lines in the engine at once; they also leave one "
+                        "--max-num-seqs slot free for online requests and wait while any are "
+                        "queued")
     p.add_argument("--uvicorn-log-level", default="warning",
                    choices=["critical", "error", "warning", "info", "debug", "trace"])
 
