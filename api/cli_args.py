@@ -100,6 +100,14 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--responses-store-size", type=int, default=1024,
                    help="stored /v1/responses kept in memory (for retrieve and "
                         "previous_response_id); the oldest is evicted first; 0 stores none")
+    p.add_argument("--batch-dir", default=None,
+                   help="folder for /v1/files and /v1/batches (uploads, batch state, results); "
+                        "unfinished batches resume from it at start-up (default: "
+                        "$XDG_CACHE_HOME/thinkgate/batches or ~/.cache/thinkgate/batches)")
+    p.add_argument("--max-batch-in-flight", type=int, default=64,
+                   help="online batch lines in the engine at once; they also leave one "
+                        "--max-num-seqs slot free for online requests and wait while any are "
+                        "queued")
     p.add_argument("--uvicorn-log-level", default="warning",
                    choices=["critical", "error", "warning", "info", "debug", "trace"])
 

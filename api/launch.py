@@ -108,11 +108,14 @@ def build_state(ns: argparse.Namespace, engine: Any | None = None) -> ServerStat
         allow_credentials=getattr(ns, "allow_credentials", False),
         max_concurrent_requests=getattr(ns, "max_concurrent_requests", 1 << 30),
         responses_store_size=getattr(ns, "responses_store_size", 1024),
+        batch_dir=getattr(ns, "batch_dir", None),
+        max_batch_in_flight=getattr(ns, "max_batch_in_flight", 64),
     )
     metrics = ServerMetrics(config.served_model_names[0])
     chat = ChatLayer(engine.tokenizer, **chat_kwargs(ns))
     state = ServerState(engine=engine, config=config, metrics=metrics, chat=chat,
-                        max_model_len=engine.max_model_len)
+                        max_model_len=engine.max_model_len,
+                        max_num_seqs=getattr(ns, "max_num_seqs", None))
     stats = getattr(engine, "stats", None)
     if stats is not None:
         metrics.watch_engine(lambda: _engine_gauges(stats()))

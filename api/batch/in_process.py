@@ -6,20 +6,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from thinkgate.api.batch.lines import app_client
+
 
 class InProcessClient:
     """An HTTP client over the server's FastAPI app, in this process (no socket)."""
 
     def __init__(self, ns: argparse.Namespace, engine: Any | None = None) -> None:
-        import httpx
         from thinkgate.api.launch import build_state
         from thinkgate.api.server.app import build_app
 
         self.state = build_state(ns, engine)
         self.app = build_app(self.state)
-        self._httpx = httpx
 
     def client(self) -> Any:
-        transport = self._httpx.ASGITransport(app=self.app)
-        return self._httpx.AsyncClient(transport=transport, base_url="http://thinkgate.batch",
-                                       timeout=None)
+        return app_client(self.app)

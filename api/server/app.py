@@ -15,6 +15,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from thinkgate.api.server.anthropic_messages import router as messages_router
 from thinkgate.api.server.basic import add_basic_routes
 from thinkgate.api.server.middleware import AuthMiddleware, CountMiddleware, install_error_handlers
+from thinkgate.api.server.openai_batches import add_batch_routes
 from thinkgate.api.server.openai_chat import router as chat_router
 from thinkgate.api.server.openai_completions import router as completions_router
 from thinkgate.api.server.openai_responses import router as responses_router
@@ -27,7 +28,9 @@ def build_app(state: ServerState) -> FastAPI:
     """The FastAPI app over a started engine."""
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await batches.start()  # resumes unfinished online batches
         yield
+        await batches.stop()
         shutdown = getattr(state.engine, "shutdown", None)
         if shutdown is not None:
             result = shutdown()
@@ -51,5 +54,6 @@ def build_app(state: ServerState) -> FastAPI:
     app.include_router(completions_router)
     app.include_router(responses_router)
     app.include_router(messages_router)
+    batches = add_batch_routes(app, state)
     add_basic_routes(app, state)
     return app

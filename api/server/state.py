@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 from thinkgate.api.errors import APIError, unknown_model_error
 from thinkgate.api.metrics import ServerMetrics
+
+# True while a line of an online batch runs through the app (api/batch/online.py): its
+# generation also counts in `batch_in_flight`, so batch work can give way to online requests.
+BATCH_LINE: ContextVar[bool] = ContextVar("thinkgate_batch_line", default=False)
 
 
 @dataclass(frozen=True)
@@ -23,6 +28,8 @@ class ServerConfig:
     max_concurrent_requests: int = 512  # generation requests in flight before 429
     return_reasoning_content: bool = True  # also send `reasoning_content` (older clients)
     responses_store_size: int = 1024  # stored /v1/responses kept, oldest evicted first
+    batch_dir: str | None = None  # online batches' files and state (None: the user cache dir)
+    max_batch_in_flight: int = 64  # online batch lines in the engine at once
 
     def __post_init__(self) -> None:
         if not self.served_model_names:
@@ -34,6 +41,10 @@ class ServerConfig:
         if self.responses_store_size < 0:
             raise ValueError(
                 f"responses_store_size must be >= 0, got {self.responses_store_size}")
+        if self.max_batch_in_flight < 1:
+            raise ValueError(
+                f"max_batch_in_flight must be >= 1, got {self.max_batch_in_flight}"
+            )
 
 
 @dataclass
@@ -45,8 +56,14 @@ class ServerState:
     metrics: ServerMetrics
     chat: Any  # thinkgate.api.chat.ChatLayer: template, parsers, constraints
     max_model_len: int
+    max_num_seqs: int | None = None  # the engine's, where known (batch lines leave room)
     created: int = field(default_factory=lambda: int(time.time()))
     in_flight: int = 0
+    batch_in_flight: int = 0  # of in_flight: lines of online batches
+
+    @property
+    def online_in_flight(self) -> int:
+        return self.in_flight - self.batch_in_flight
 
     @property
     def model_name(self) -> str:
@@ -60,6 +77,11 @@ class ServerState:
         if model is not None and model not in self.config.served_model_names:
             raise unknown_model_error(model)
 
+    @staticmethod
+    def mark_batch_work() -> None:
+        """Count the calling task's generation requests as batch work (`batch_in_flight`)."""
+        BATCH_LINE.set(True)
+
     def admit(self) -> None:
         """Take a slot for one generation request or raise 429."""
         if self.in_flight >= self.config.max_concurrent_requests:
@@ -72,8 +94,10 @@ class ServerState:
                 code="rate_limit_exceeded",
             )
         self.in_flight += 1
+        self.batch_in_flight += BATCH_LINE.get()
         self.metrics.running.set(self.in_flight)
 
     def release(self) -> None:
         self.in_flight -= 1
+        self.batch_in_flight -= BATCH_LINE.get()
         self.metrics.running.set(self.in_flight)

@@ -44,6 +44,8 @@ class ServerProcess:
         self.program = thinkgate_command()
         cmd = [*self.program, "serve", *([model] if model else []),
                "--host", "127.0.0.1", "--port", str(self.port), *flags]
+        if "--batch-dir" not in flags:  # /v1/files + /v1/batches write here, not ~/.cache
+            cmd += ["--batch-dir", str(log_path.parent / "batches")]
         if model:  # a model folder given for local runs: keep the demo model's settings
             cmd += ["--enable-auto-tool-choice", "--served-model-name", "thinkgate-demo"]
             if "--reasoning-parser" not in flags:
