@@ -108,6 +108,8 @@ class ToolFormat:
         `[` or `{`. Anywhere else they are text, and they never end reasoning.
     keeps_whitespace: the whitespace between content and a section stays in the content
         (`I'll check. <section>` gives `I'll check. `), as vLLM's parser for the format keeps it.
+    keeps_text_verbatim: the text after a section is content as written, its leading whitespace
+        included (`CALL \nDone.` gives ` \nDone.`); whitespace-only content is still none.
     """
 
     start_markers: tuple[str, ...] = ()
@@ -115,6 +117,7 @@ class ToolFormat:
     anchored_markers: tuple[str, ...] = ()
     ends_reasoning: bool = True
     keeps_whitespace: bool = False
+    keeps_text_verbatim: bool = False
 
     def __init__(self, tokenizer: Any = None) -> None:
         self.tokenizer = tokenizer

@@ -64,6 +64,6 @@ _K2H = ("", "_fast", "_faster")
 register_reasoning_parser("k2_horizon")(ReasoningFormat(
     name="k2_horizon", start=tuple(f"<ifm|think{s}>" for s in _K2H),
     end=tuple(f"</ifm|think{s}>" for s in _K2H),
-    content_drop=tuple(f"</ifm|think{s}>" for s in _K2H),
+    content_drop=tuple(f"</ifm|think{s}>" for s in _K2H), whitespace="keep",
     switch=kwarg_switch("enable_thinking", default=True), implicit_end=("<ifm|tool_calls>",),
     description="K2-Horizon: `<ifm|think>` (or `_fast`/`_faster` by reasoning_effort)"))
