@@ -59,6 +59,9 @@ class Parser:
         self._roles: dict[str, dict[str, str]] = {REASONING: {}, "on": {}, "off": {}}
         for m in tool_starts:
             self._roles["on"][m] = self._roles["off"][m] = "tool"
+        for m in (tool.content_drop if tool is not None else ()):
+            self._roles["on"].setdefault(m, "drop")
+            self._roles["off"].setdefault(m, "drop")
         if r is not None:
             rr, con = self._roles[REASONING], self._roles["on"]
             for m in r.start:

@@ -110,6 +110,7 @@ class ToolFormat:
         (`I'll check. <section>` gives `I'll check. `), as vLLM's parser for the format keeps it.
     keeps_text_verbatim: the text after a section is content as written, its leading whitespace
         included (`CALL \nDone.` gives ` \nDone.`); whitespace-only content is still none.
+    content_drop: markers dropped wherever they appear in content (answer wrappers).
     """
 
     start_markers: tuple[str, ...] = ()
@@ -118,6 +119,7 @@ class ToolFormat:
     ends_reasoning: bool = True
     keeps_whitespace: bool = False
     keeps_text_verbatim: bool = False
+    content_drop: tuple[str, ...] = ()
 
     def __init__(self, tokenizer: Any = None) -> None:
         self.tokenizer = tokenizer

@@ -53,7 +53,7 @@ for _cohere in ("cohere_command3", "cohere_command4"):
 tagged("kimi_k3", ("<|open|>think<|sep|>",), ("<|close|>think<|sep|>",),
        content_drop=("<|close|>think<|sep|>", "<|open|>response<|sep|>",
                      "<|close|>response<|sep|>"),
-       implicit_end=("<|open|>tools<|sep|>",),
+       implicit_end=("<|open|>tools<|sep|>",), whitespace="keep",
        description="Kimi K3: XTML `think` and `response` elements")
 tagged("inkling", ("<|content_thinking|>",), ("<|end_message|>",),
        content_drop=("<|end_message|>", "<|message_model|>", "<|content_text|>"),

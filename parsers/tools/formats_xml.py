@@ -119,8 +119,10 @@ SPECS = [
         call_begin=("<|open|>call",), header=Header(
             name_end=("<|sep|>",), attrs=True, render=' tool="{name}" index="{index}"'),
         params=ParamSyntax("<|open|>argument key=", "<|sep|>", "<|close|>argument<|sep|>",
-                           trim_newline=False),
-        call_close="<|close|>call<|sep|>", render_args="xml"),), "Moonshot Kimi K3", keep_ws=True),
+                           trim_newline=False, typed_attr=True),
+        call_close="<|close|>call<|sep|>", render_args="xml", drop_cut_off=True),), "Moonshot Kimi K3", keep_ws=True,
+        content_drop=tuple(f"<|{tag}|>{sp}response{sp}<|sep|>" for tag in ("open", "close")
+                           for sp in ("", " "))),
     ToolSpec("glm45", _glm(("\n",)), "Zhipu GLM-4.5 / 4.6 / 4.7 / 5"),
     ToolSpec("glm47", _glm(("\n",)), "Zhipu GLM-4.7"),
     ToolSpec("ling3", _glm(("\n",)), "inclusionAI Ling 3"),

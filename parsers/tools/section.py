@@ -115,7 +115,7 @@ class RegionReader:
             if self.body.failed or (self.raw is not None and not self.body.started):
                 return [Content(self._raw_text())]
         if self.raw is not None:
-            return [Content(self._raw_text())]
+            return [Content("" if self.r.drop_cut_off else self._raw_text())]
         return events
 
     def _raw_text(self) -> str:
@@ -196,7 +196,7 @@ class RegionReader:
                 text = text[len(p):].strip()
                 break
         if h.attrs:
-            self.name, attrs = parse_attrs(text)
+            self.name, attrs = parse_attrs(text, unescape=True)
             self.name = attrs.get("tool", self.name)
         elif h.id_is_header:
             self.call_id, self.name = text, _kimi_name(text)

@@ -59,6 +59,8 @@ class Region:
     known_names: bool = False          # with tools given, a call naming none of them is text
     collapse_doubled: bool = False     # `get_weather.get_weather` is the registered
                                        # `get_weather` (Muse's rendering of bare names)
+    drop_cut_off: bool = False         # a region the output cuts off before any call is
+                                       # dropped, not given back as text (Kimi K3's XTML)
 
     def __post_init__(self) -> None:
         if self.body not in BODY_KINDS:
@@ -82,6 +84,8 @@ class ToolSpec:
     keep_ws: bool = False  # whitespace around a section stays in the content (vLLM's engine
                            # parsers with strip_content_whitespace_with_tools off)
     grammar: str = "native"  # "native": structural tag in the format's syntax
+    content_drop: tuple[str, ...] = ()  # wrapper markers dropped from content (Kimi K3's
+                                        # `<|open|>response<|sep|>`), with or without reasoning
     notes: str = ""
     aliases: tuple[str, ...] = field(default=())
 
