@@ -55,8 +55,10 @@ tagged("kimi_k3", ("<|open|>think<|sep|>",), ("<|close|>think<|sep|>",),
                      "<|close|>response<|sep|>"),
        implicit_end=("<|open|>tools<|sep|>",), whitespace="keep",
        description="Kimi K3: XTML `think` and `response` elements")
-tagged("inkling", ("<|content_thinking|>",), ("<|end_message|>",),
-       content_drop=("<|end_message|>", "<|message_model|>", "<|content_text|>"),
+tagged("inkling", ("<|content_thinking|>",), ("<|end_message|>", "<|content_model_end_sampling|>"),
+       content_drop=("<|end_message|>", "<|message_model|>", "<|content_text|>",
+                     "<|content_model_end_sampling|>", "<|content_invoke_tool_text|>",
+                     "<|content_tool_error|>"), whitespace="trail",
        implicit_end=("<|content_invoke_tool_json|>", "<|content_invoke_tool_text|>"),
        description="Inkling: `<|content_thinking|>` part of a model message")
 

@@ -6,6 +6,10 @@ from .spec import Header, Region, ToolSpec
 
 _TC = Region(("<tool_call>",), "json_call", end=("</tool_call>",))
 
+# Inkling's other block openers and its end-of-sampling closer: framing, not text
+_INKLING_DROP = ("<|content_model_end_sampling|>", "<|content_invoke_tool_text|>",
+                 "<|content_tool_error|>", "<|message_model|>", "<|content_text|>")
+
 SPECS = [
     ToolSpec("hermes", (_TC,), "Hermes 2/3, Qwen2.5, QwQ", keep_ws=True),
     ToolSpec("qwen3_json", (_TC,), "Qwen2.5 / QwQ / Qwen3 (JSON tool calls)", keep_ws=True),
@@ -22,7 +26,9 @@ SPECS = [
     ToolSpec("gigachat3", (Region(("<|function_call|>", "function call<|role_sep|>"),
                                   "json_call", end=("<|message_sep|>",)),), "GigaChat 3"),
     ToolSpec("inkling", (Region(("<|content_invoke_tool_json|>",), "json_call",
-                                end=("<|end_message|>",)),), "Inkling", keep_ws=True),
+                                end=("<|end_message|>", "<|content_model_end_sampling|>"),
+                                args_keys=("args", "arguments", "parameters", "tool_input")),),
+             "Inkling", keep_ws=True, verbatim=True, content_drop=_INKLING_DROP),
     ToolSpec("llama3_json", (Region(("<|python_tag|>", "{"), "json_call", sep=";",
                                     render_sep=";", args_required=True),),
              "Llama 3.1 / 3.2 / 3.3 (JSON)"),

@@ -83,6 +83,7 @@ class ToolSpec:
     ends_reasoning: bool = True
     keep_ws: bool = False  # whitespace around a section stays in the content (vLLM's engine
                            # parsers with strip_content_whitespace_with_tools off)
+    verbatim: bool = False  # text after a section is content as written (leading whitespace too)
     grammar: str = "native"  # "native": structural tag in the format's syntax
     content_drop: tuple[str, ...] = ()  # wrapper markers dropped from content (Kimi K3's
                                         # `<|open|>response<|sep|>`), with or without reasoning

@@ -67,6 +67,7 @@ class SpecToolFormat(ToolFormat):
         self.anchored_markers = spec.anchored
         self.keeps_whitespace = spec.keep_ws
         self.content_drop = spec.content_drop
+        self.keeps_text_verbatim = spec.verbatim
         # "[" / "{" are everyday characters in thinking: they must not end it
         self.ends_reasoning = spec.ends_reasoning and all(len(m) > 1 for m in self.start_markers)
 
