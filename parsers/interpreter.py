@@ -67,6 +67,8 @@ class Parser:
             for m in r.start:
                 rr[m] = "drop"
             ends = tool_starts if tool and tool.ends_reasoning else ()
+            if tool is not None and tool.reasoning_end_markers is not None:
+                ends = tuple(m for m in ends if m in tool.reasoning_end_markers)
             for m in (*r.implicit_end, *(m for m in ends if m not in self._anchored)):
                 rr[m] = "implicit"
             for m in r.end:

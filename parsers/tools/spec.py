@@ -81,6 +81,8 @@ class ToolSpec:
     extra_markers: tuple[str, ...] = ()  # inner/end markers that may be special tokens
     anchored: tuple[str, ...] = ()  # start markers that count only at the start of the answer
     ends_reasoning: bool = True
+    ends_reasoning_at: tuple[str, ...] | None = None  # the start markers that end reasoning
+                                                      # implicitly (None: all of them)
     keep_ws: bool = False  # whitespace around a section stays in the content (vLLM's engine
                            # parsers with strip_content_whitespace_with_tools off)
     verbatim: bool = False  # text after a section is content as written (leading whitespace too)

@@ -68,6 +68,8 @@ class SpecToolFormat(ToolFormat):
         self.keeps_whitespace = spec.keep_ws
         self.content_drop = spec.content_drop
         self.keeps_text_verbatim = spec.verbatim
+        if spec.ends_reasoning_at is not None:
+            self.reasoning_end_markers = spec.ends_reasoning_at
         # "[" / "{" are everyday characters in thinking: they must not end it
         self.ends_reasoning = spec.ends_reasoning and all(len(m) > 1 for m in self.start_markers)
 

@@ -39,6 +39,7 @@ class ParamSyntax:
     unwrap: str = ""           # a first non-string parameter of this name, not in the schema,
                                # whose value is an object, is the arguments themselves (DSML)
     open_alts: tuple[str, ...] = ()  # other spellings of open (MiniCPM's "<param\u0120name=")
+    open_closes: bool = False  # the next parameter's opener inside a value ends the value (DSML)
     typed_attr: bool = False   # a `type="number"` (any JSON type) attribute decodes the value
                                # by that type, and XML entities in attributes are unescaped
                                # (Kimi K3's XTML)
@@ -144,11 +145,15 @@ class XmlParamsBody(Body):
                 self.state = "value"
                 events += self._begin_value()
                 continue
-            before, marker, self.buf = split_on_markers(self.buf, (self.syn.close,))
+            closers = (self.syn.close, self.syn.open) if self.syn.open_closes else (self.syn.close,)
+            before, marker, self.buf = split_on_markers(self.buf, closers)
             events += self._value_text(before)
             if marker is None:
                 return events, None
             events += self._end_value()
+            if marker != self.syn.close:  # the next parameter's opener closes this one
+                self.state, self.key_text = "key", ""
+                continue
             self.state = "close_tail" if self.syn.close_tail else "between"
 
     def _begin_value(self) -> list[Event]:
