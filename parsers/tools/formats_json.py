@@ -59,6 +59,7 @@ SPECS = [
         Region(("[",), "json_list"),
     ), "Salesforce xLAM", anchored=("[",)),
     ToolSpec("mistral", (Region(("[TOOL_CALLS]",), "json_args", list_alt=True, bare_give_back=True,
+                                nameless_calls=True,
                                 header=Header(name_end=("[ARGS]", "[CALL_ID]"), name_stop=("{",),
                                               skip_to="[ARGS]", id_marker="[CALL_ID]")),),
              "Mistral / Mixtral / Devstral / Magistral", extra_markers=("[ARGS]", "[CALL_ID]")),

@@ -22,6 +22,8 @@ from .scan import split_on_markers
 from .spec import Region
 from .xml_body import XmlParamsBody, parse_attrs
 
+_FIRST_KEY = re.compile(r'\{\s*"((?:[^"\\]|\\.)*)"\s*:')  # `{"key":`
+_FIRST_KEY_DONE = re.compile(r'\{\s*[^\s"]')  # an object whose first token is no key
 MAX_HEADER = 256
 _IDENT = re.compile(r"[A-Za-z_][\w.\-]*")
 KEPT_MARKERS = ("{", "[")
@@ -168,6 +170,23 @@ class RegionReader:
                     return [], False
                 if m.startswith(s) and s:
                     return [], None
+            # nameless only right after the marker: pre-v11 output writes a space first
+            nameless = self.r.nameless_calls and not self.header and s == self.buf
+            if nameless and h.skip_to and s[:1] == "[":
+                if s.startswith(h.skip_to):  # `[TOOL_CALLS][ARGS]{..}`: the name left out
+                    self.buf, self.name, self.call_id = s[len(h.skip_to):], "", None
+                    self.state = "pre_body"
+                    return [], False
+                if h.skip_to.startswith(s):
+                    return [], None
+            if s[:1] == "{" and nameless:
+                key = _FIRST_KEY.match(s)
+                if key is None and not _FIRST_KEY_DONE.match(s):
+                    return [], None  # the first key decides: call object or arguments
+                if key is not None and key.group(1) not in self.r.name_keys:
+                    # v11 with the name left out: a call named "" (vLLM's engine does so)
+                    self.buf, self.name, self.call_id, self.state = s, "", None, "pre_body"
+                    return [], False
             if s[:1] in ("[", "{"):  # pre-v11: a JSON list of calls, or one call object
                 self.buf = s
                 self.state = "body"
@@ -202,7 +221,8 @@ class RegionReader:
             self.call_id, self.name = text, _kimi_name(text)
         else:
             self.name, self.call_id = text.strip("\"'").strip(), None
-        if not self.name or len(self.name) > MAX_HEADER:
+        nameless = not self.name and self.r.nameless_calls and marker == h.skip_to
+        if (not self.name and not nameless) or len(self.name) > MAX_HEADER:
             return self._give_back(self.buf)
         if self.r.collapse_doubled:
             self.name = _collapse_doubled(self.name, self.tools)

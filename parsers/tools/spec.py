@@ -59,6 +59,9 @@ class Region:
     known_names: bool = False          # with tools given, a call naming none of them is text
     collapse_doubled: bool = False     # `get_weather.get_weather` is the registered
                                        # `get_weather` (Muse's rendering of bare names)
+    nameless_calls: bool = False       # `[TOOL_CALLS]{args}` / `[TOOL_CALLS][ARGS]{args}`, right
+                                       # after the marker: a call named "" (vLLM's Mistral
+                                       # engine, v11 tokenizers; pre-v11 writes a space first)
     drop_cut_off: bool = False         # a region the output cuts off before any call is
                                        # dropped, not given back as text (Kimi K3's XTML)
 
