@@ -348,6 +348,11 @@ class StreamParser:
                     # the section hands back its text (not a call): it keeps its whitespace
                     self._pending_ws, self._section_ws = self._section_ws, None
                     self._strip_lead = False
+                    if not ev.text and self._pending_ws and self._content_seen:
+                        # a dropped section (no text of its own): the gap before it stays
+                        self._emit(CONTENT, self._pending_ws)
+                        self._pending_ws = ""
+                        continue
                 self._segment_text(CONTENT, ev.text)
             elif isinstance(ev, Reasoning):
                 self._emit(REASONING, ev.text)

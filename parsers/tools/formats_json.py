@@ -80,7 +80,8 @@ SPECS = [
         end=("<|tool_calls_section_end|>", "<|tool_call_section_end|>"),
         call_begin=("<|tool_call_begin|>",), call_end=("<|tool_call_end|>",),
         header=Header(name_end=("<|tool_call_argument_begin|>",), id_is_header=True,
-                      render="functions.{name}:{index}")),), "Moonshot Kimi K2 / K2.5",
+                      render="functions.{name}:{index}"), strict_ids=True),),
+        "Moonshot Kimi K2 / K2.5",
         keep_ws=True),
     ToolSpec("plamo3", (Region(
         ("<|plamo:begin_tool_requests:plamo|>",), "json_args",

@@ -22,6 +22,7 @@ from .scan import split_on_markers
 from .spec import Region
 from .xml_body import XmlParamsBody, parse_attrs
 
+_KIMI_ID = re.compile(r":\s*\d+\s*$")
 _FIRST_KEY = re.compile(r'\{\s*"((?:[^"\\]|\\.)*)"\s*:')  # `{"key":`
 _FIRST_KEY_DONE = re.compile(r'\{\s*[^\s"]')  # an object whose first token is no key
 MAX_HEADER = 256
@@ -85,6 +86,7 @@ class RegionReader:
         self.name = ""
         self.call_id: str | None = None
         self.open_call = False
+        self.skipping = False  # the current call's events are dropped (`Region.strict_ids`)
         if self.state == "body":
             self.body = self._make_body(None)
 
@@ -97,6 +99,8 @@ class RegionReader:
         while True:
             step = getattr(self, "_" + self.state)
             evs, done = step()
+            if self.skipping:
+                evs = self._skip_call(evs)
             events += self._track(evs)
             if done is None:
                 return events, None
@@ -123,6 +127,18 @@ class RegionReader:
     def _raw_text(self) -> str:
         raw = "".join(self.raw or [])
         return _without_marker(raw, self.r.begin) if self.r.bare_give_back else raw
+
+    def _skip_call(self, events: list) -> list:
+        """Drop the events of a call being skipped, up to its end."""
+        out = []
+        for i, ev in enumerate(events):
+            if isinstance(ev, CallEnd):
+                self.skipping = False
+                return out + self._skip_call(events[i + 1:]) if self.skipping else \
+                    out + list(events[i + 1:])
+            if not isinstance(ev, (CallStart, ArgsDelta)):
+                out.append(ev)
+        return out
 
     def _track(self, events: list[Event]) -> list[Event]:
         for ev in events:
@@ -154,6 +170,10 @@ class RegionReader:
             return [], False
         if marker in r.end:
             rest, self.buf = self.buf, ""
+            if self.raw is not None and r.strict_ids and not "".join(self.raw[1:])[
+                    :len("".join(self.raw[1:])) - len(rest) - len(marker)].strip():
+                self.raw = None  # an empty section is framing, not text (vLLM's Kimi K2)
+                return [Content("")], rest  # type: ignore[list-item]
             if self.raw is not None:
                 return self._give_back(rest)
             return [], rest
@@ -219,6 +239,8 @@ class RegionReader:
             self.name = attrs.get("tool", self.name)
         elif h.id_is_header:
             self.call_id, self.name = text, _kimi_name(text)
+            # a malformed id (no `:INDEX`) makes vLLM's Kimi K2 skip the call
+            self.skipping = self.r.strict_ids and not _KIMI_ID.search(text)
         else:
             self.name, self.call_id = text.strip("\"'").strip(), None
         nameless = not self.name and self.r.nameless_calls and marker == h.skip_to

@@ -62,6 +62,8 @@ class Region:
     nameless_calls: bool = False       # `[TOOL_CALLS]{args}` / `[TOOL_CALLS][ARGS]{args}`, right
                                        # after the marker: a call named "" (vLLM's Mistral
                                        # engine, v11 tokenizers; pre-v11 writes a space first)
+    strict_ids: bool = False           # Kimi K2: a call whose id lacks `:INDEX` is skipped, and
+                                       # an empty section is dropped (as vLLM's parser does)
     drop_cut_off: bool = False         # a region the output cuts off before any call is
                                        # dropped, not given back as text (Kimi K3's XTML)
 
