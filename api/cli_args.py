@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from thinkgate.parsers.auto import AUTO, resolve_auto_parsers
+
 DEMO_REASONING_PARSER = "qwen3"
 DEMO_TOOL_PARSER = "hermes"
 
@@ -41,9 +43,11 @@ def add_model_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     p.add_argument("--served-model-name", nargs="+", default=None,
                    help="model name(s) the API answers to (default: the model path)")
     p.add_argument("--reasoning-parser", default=None,
-                   help="reasoning format, e.g. qwen3 (demo model default: qwen3)")
+                   help="reasoning format, e.g. qwen3, or auto: read from the chat template "
+                        "(default for a model folder; demo model default: qwen3)")
     p.add_argument("--tool-call-parser", default=None,
-                   help="tool-call format, e.g. hermes (demo model default: hermes)")
+                   help="tool-call format, e.g. hermes, or auto: read from the chat template "
+                        "(default for a model folder; demo model default: hermes)")
     p.add_argument("--enable-auto-tool-choice", action="store_true",
                    help="let the model decide to call tools (tool_choice auto)")
     p.add_argument("--reasoning-parser-plugin", default=None,
@@ -113,13 +117,25 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
 
 
 def resolve_model_args(ns: argparse.Namespace) -> argparse.Namespace:
-    """Fill in the demo defaults: no model means the demo model with qwen3 + hermes + auto."""
+    """Fill in the defaults: no model means the demo model with qwen3 + hermes + auto tool
+    choice; a model folder without parser flags gets `auto` (names read off its chat template)."""
     model = getattr(ns, "model_tag", None) or ns.model
     ns.model = model
     if model is None:
         ns.reasoning_parser = ns.reasoning_parser or DEMO_REASONING_PARSER
         ns.tool_call_parser = ns.tool_call_parser or DEMO_TOOL_PARSER
         ns.enable_auto_tool_choice = True
+    else:
+        ns.reasoning_parser = ns.reasoning_parser or AUTO
+        ns.tool_call_parser = ns.tool_call_parser or AUTO
+    if AUTO in (ns.reasoning_parser, ns.tool_call_parser):
+        from thinkgate.api.launch import chat_template_text
+        from thinkgate.engine.model_loader import resolve_model_path
+
+        folder = ns.tokenizer or str(resolve_model_path(model)[0])
+        ns.tool_call_parser, ns.reasoning_parser = resolve_auto_parsers(
+            ns.tool_call_parser, ns.reasoning_parser, folder,
+            chat_template=chat_template_text(getattr(ns, "chat_template", None)))
     if ns.served_model_name is None:
         ns.served_model_name = [model or "thinkgate-demo"]
     return ns

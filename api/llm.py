@@ -9,8 +9,10 @@ from typing import Any
 
 from thinkgate.engine.config import EngineConfig
 from thinkgate.engine.llm_engine import LLMEngine, PromptType
+from thinkgate.engine.model_loader import resolve_model_path
 from thinkgate.engine.outputs import RequestOutput
 from thinkgate.engine.sampling_params import RequestOutputKind, SamplingParams
+from thinkgate.parsers.auto import AUTO, resolve_auto_parsers
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +47,12 @@ class LLM:
             raise ValueError(f"unknown LLM arguments: {sorted(unknown)}")
         if model is None:  # the demo model thinks in qwen3's format and calls tools as hermes
             kwargs = {"reasoning_parser": "qwen3", "tool_call_parser": "hermes", **kwargs}
+        else:  # a model folder: names read off its chat template unless given
+            kwargs = {"reasoning_parser": AUTO, "tool_call_parser": AUTO, **kwargs}
+        if AUTO in (kwargs["reasoning_parser"], kwargs["tool_call_parser"]):
+            kwargs["tool_call_parser"], kwargs["reasoning_parser"] = resolve_auto_parsers(
+                kwargs["tool_call_parser"], kwargs["reasoning_parser"],
+                tokenizer or str(resolve_model_path(model)[0]))
         self.extra_args = dict(kwargs)  # reasoning_parser, tool_call_parser (api/chat.py)
         config = EngineConfig(
             model=model,

@@ -51,6 +51,7 @@ class Parser:
         tool_starts = tool.start_markers if tool is not None else ()
         self._anchored = frozenset(tool.anchored_markers if tool is not None else ())
         self._keep_ws = tool is not None and tool.keeps_whitespace
+        self._verbatim = tool is not None and tool.keeps_text_verbatim
         self._keep_rws = reasoning is not None and reasoning.whitespace != "strip"
         self._trim_rtail = reasoning is not None and reasoning.whitespace == "trail"
         self._partial_drop = reasoning.partial_marker_drop if reasoning is not None else 0
@@ -58,11 +59,16 @@ class Parser:
         self._roles: dict[str, dict[str, str]] = {REASONING: {}, "on": {}, "off": {}}
         for m in tool_starts:
             self._roles["on"][m] = self._roles["off"][m] = "tool"
+        for m in (tool.content_drop if tool is not None else ()):
+            self._roles["on"].setdefault(m, "drop")
+            self._roles["off"].setdefault(m, "drop")
         if r is not None:
             rr, con = self._roles[REASONING], self._roles["on"]
             for m in r.start:
                 rr[m] = "drop"
             ends = tool_starts if tool and tool.ends_reasoning else ()
+            if tool is not None and tool.reasoning_end_markers is not None:
+                ends = tuple(m for m in ends if m in tool.reasoning_end_markers)
             for m in (*r.implicit_end, *(m for m in ends if m not in self._anchored)):
                 rr[m] = "implicit"
             for m in r.end:
@@ -179,7 +185,8 @@ class StreamParser:
             self._section = None
         self._flush_head()
         if self._pending_ws and (not self._last_was_marker or self._p._keep_rws) and not self._gap \
-                and not (self._state == REASONING and self._p._trim_rtail):
+                and not (self._state == REASONING and self._p._trim_rtail) \
+                and (self._content_seen or not self._p._verbatim):
             self._emit(self._seg_kind(), self._pending_ws)
         self._pending_ws = ""
         if self._prefix and not self._content_seen and self._num_calls == 0:
@@ -209,6 +216,8 @@ class StreamParser:
                     # content on both sides of a call keeps one gap: `a: CALL b` -> `a: b`
                     called = self._num_calls > self._section_calls
                     self._gap, self._gap_lead = called and self._content_seen, ""
+                    if called and self._p._verbatim:  # the text after it, as written
+                        self._gap, self._strip_lead = False, False
                 buf, pos = rest, 0
                 continue
             key = self._state if self._state in (REASONING, DISCARD) else self._content_key
@@ -339,6 +348,11 @@ class StreamParser:
                     # the section hands back its text (not a call): it keeps its whitespace
                     self._pending_ws, self._section_ws = self._section_ws, None
                     self._strip_lead = False
+                    if not ev.text and self._pending_ws and self._content_seen:
+                        # a dropped section (no text of its own): the gap before it stays
+                        self._emit(CONTENT, self._pending_ws)
+                        self._pending_ws = ""
+                        continue
                 self._segment_text(CONTENT, ev.text)
             elif isinstance(ev, Reasoning):
                 self._emit(REASONING, ev.text)

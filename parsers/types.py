@@ -108,6 +108,11 @@ class ToolFormat:
         `[` or `{`. Anywhere else they are text, and they never end reasoning.
     keeps_whitespace: the whitespace between content and a section stays in the content
         (`I'll check. <section>` gives `I'll check. `), as vLLM's parser for the format keeps it.
+    keeps_text_verbatim: the text after a section is content as written, its leading whitespace
+        included (`CALL \nDone.` gives ` \nDone.`); whitespace-only content is still none.
+    content_drop: markers dropped wherever they appear in content (answer wrappers).
+    reasoning_end_markers: the start markers that end reasoning implicitly (None: every one;
+        DeepSeek-V4's bare `<｜DSML｜invoke` drafted in thinking is thinking).
     """
 
     start_markers: tuple[str, ...] = ()
@@ -115,6 +120,9 @@ class ToolFormat:
     anchored_markers: tuple[str, ...] = ()
     ends_reasoning: bool = True
     keeps_whitespace: bool = False
+    keeps_text_verbatim: bool = False
+    content_drop: tuple[str, ...] = ()
+    reasoning_end_markers: tuple[str, ...] | None = None
 
     def __init__(self, tokenizer: Any = None) -> None:
         self.tokenizer = tokenizer

@@ -53,10 +53,12 @@ for _cohere in ("cohere_command3", "cohere_command4"):
 tagged("kimi_k3", ("<|open|>think<|sep|>",), ("<|close|>think<|sep|>",),
        content_drop=("<|close|>think<|sep|>", "<|open|>response<|sep|>",
                      "<|close|>response<|sep|>"),
-       implicit_end=("<|open|>tools<|sep|>",),
+       implicit_end=("<|open|>tools<|sep|>",), whitespace="keep",
        description="Kimi K3: XTML `think` and `response` elements")
-tagged("inkling", ("<|content_thinking|>",), ("<|end_message|>",),
-       content_drop=("<|end_message|>", "<|message_model|>", "<|content_text|>"),
+tagged("inkling", ("<|content_thinking|>",), ("<|end_message|>", "<|content_model_end_sampling|>"),
+       content_drop=("<|end_message|>", "<|message_model|>", "<|content_text|>",
+                     "<|content_model_end_sampling|>", "<|content_invoke_tool_text|>",
+                     "<|content_tool_error|>"), whitespace="trail",
        implicit_end=("<|content_invoke_tool_json|>", "<|content_invoke_tool_text|>"),
        description="Inkling: `<|content_thinking|>` part of a model message")
 
@@ -64,6 +66,6 @@ _K2H = ("", "_fast", "_faster")
 register_reasoning_parser("k2_horizon")(ReasoningFormat(
     name="k2_horizon", start=tuple(f"<ifm|think{s}>" for s in _K2H),
     end=tuple(f"</ifm|think{s}>" for s in _K2H),
-    content_drop=tuple(f"</ifm|think{s}>" for s in _K2H),
+    content_drop=tuple(f"</ifm|think{s}>" for s in _K2H), whitespace="keep",
     switch=kwarg_switch("enable_thinking", default=True), implicit_end=("<ifm|tool_calls>",),
     description="K2-Horizon: `<ifm|think>` (or `_fast`/`_faster` by reasoning_effort)"))

@@ -78,6 +78,8 @@ def _try(raw: str, t: str) -> tuple[bool, Any]:
                 return False, None
             return (True, int(f)) if f.is_integer() else (False, None)
     if t == "number":
+        if s.lstrip("+-").isascii() and s.lstrip("+-").isdigit():  # exact: 2**63 - 1 is no float
+            return True, int(s)
         try:
             f = float(s)
         except ValueError:

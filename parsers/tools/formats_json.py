@@ -6,6 +6,10 @@ from .spec import Header, Region, ToolSpec
 
 _TC = Region(("<tool_call>",), "json_call", end=("</tool_call>",))
 
+# Inkling's other block openers and its end-of-sampling closer: framing, not text
+_INKLING_DROP = ("<|content_model_end_sampling|>", "<|content_invoke_tool_text|>",
+                 "<|content_tool_error|>", "<|message_model|>", "<|content_text|>")
+
 SPECS = [
     ToolSpec("hermes", (_TC,), "Hermes 2/3, Qwen2.5, QwQ", keep_ws=True),
     ToolSpec("qwen3_json", (_TC,), "Qwen2.5 / QwQ / Qwen3 (JSON tool calls)", keep_ws=True),
@@ -22,7 +26,9 @@ SPECS = [
     ToolSpec("gigachat3", (Region(("<|function_call|>", "function call<|role_sep|>"),
                                   "json_call", end=("<|message_sep|>",)),), "GigaChat 3"),
     ToolSpec("inkling", (Region(("<|content_invoke_tool_json|>",), "json_call",
-                                end=("<|end_message|>",)),), "Inkling", keep_ws=True),
+                                end=("<|end_message|>", "<|content_model_end_sampling|>"),
+                                args_keys=("args", "arguments", "parameters", "tool_input")),),
+             "Inkling", keep_ws=True, verbatim=True, content_drop=_INKLING_DROP),
     ToolSpec("llama3_json", (Region(("<|python_tag|>", "{"), "json_call", sep=";",
                                     render_sep=";", args_required=True),),
              "Llama 3.1 / 3.2 / 3.3 (JSON)"),
@@ -53,6 +59,7 @@ SPECS = [
         Region(("[",), "json_list"),
     ), "Salesforce xLAM", anchored=("[",)),
     ToolSpec("mistral", (Region(("[TOOL_CALLS]",), "json_args", list_alt=True, bare_give_back=True,
+                                nameless_calls=True,
                                 header=Header(name_end=("[ARGS]", "[CALL_ID]"), name_stop=("{",),
                                               skip_to="[ARGS]", id_marker="[CALL_ID]")),),
              "Mistral / Mixtral / Devstral / Magistral", extra_markers=("[ARGS]", "[CALL_ID]")),
@@ -73,7 +80,8 @@ SPECS = [
         end=("<|tool_calls_section_end|>", "<|tool_call_section_end|>"),
         call_begin=("<|tool_call_begin|>",), call_end=("<|tool_call_end|>",),
         header=Header(name_end=("<|tool_call_argument_begin|>",), id_is_header=True,
-                      render="functions.{name}:{index}")),), "Moonshot Kimi K2 / K2.5",
+                      render="functions.{name}:{index}"), strict_ids=True),),
+        "Moonshot Kimi K2 / K2.5",
         keep_ws=True),
     ToolSpec("plamo3", (Region(
         ("<|plamo:begin_tool_requests:plamo|>",), "json_args",

@@ -44,7 +44,7 @@ def _dsml(begins: tuple[str, ...], ends: tuple[str, ...], space: str = "",
           bare_invoke: bool = False) -> tuple[Region, ...]:
     d = "<｜DSML｜" + space
     param = ParamSyntax(d + 'parameter name=', ">", "</｜DSML｜" + space + "parameter>",
-                        trim_newline=False, unwrap="arguments")
+                        trim_newline=False, unwrap="arguments", open_closes=True)
     close = "</｜DSML｜" + space + "invoke>"
     section = Region(begins, "xml", end=ends, call_begin=(d + "invoke name=",), header=_QFN,
                      params=param, call_close=close, render_args="xml")
@@ -111,7 +111,8 @@ SPECS = [
              "DeepSeek-V3.2"),
     ToolSpec("deepseek_v4", _dsml(("<｜DSML｜tool_calls>", "<｜DSML｜function_calls>"),
                                   ("</｜DSML｜tool_calls>", "</｜DSML｜function_calls>"),
-                                  bare_invoke=True), "DeepSeek-V4", keep_ws=True),
+                                  bare_invoke=True), "DeepSeek-V4", keep_ws=True,
+             ends_reasoning_at=("<｜DSML｜tool_calls>", "<｜DSML｜function_calls>")),
     ToolSpec("deepseek_v41", _dsml(("<｜DSML｜ calls>",), ("</｜DSML｜ calls>",), space=" "),
              "DeepSeek-V4.1"),
     ToolSpec("kimi_k3", (Region(
@@ -119,8 +120,10 @@ SPECS = [
         call_begin=("<|open|>call",), header=Header(
             name_end=("<|sep|>",), attrs=True, render=' tool="{name}" index="{index}"'),
         params=ParamSyntax("<|open|>argument key=", "<|sep|>", "<|close|>argument<|sep|>",
-                           trim_newline=False),
-        call_close="<|close|>call<|sep|>", render_args="xml"),), "Moonshot Kimi K3", keep_ws=True),
+                           trim_newline=False, typed_attr=True),
+        call_close="<|close|>call<|sep|>", render_args="xml", drop_cut_off=True),), "Moonshot Kimi K3", keep_ws=True,
+        content_drop=tuple(f"<|{tag}|>{sp}response{sp}<|sep|>" for tag in ("open", "close")
+                           for sp in ("", " "))),
     ToolSpec("glm45", _glm(("\n",)), "Zhipu GLM-4.5 / 4.6 / 4.7 / 5"),
     ToolSpec("glm47", _glm(("\n",)), "Zhipu GLM-4.7"),
     ToolSpec("ling3", _glm(("\n",)), "inclusionAI Ling 3"),

@@ -22,6 +22,9 @@ from .scan import split_on_markers
 from .spec import Region
 from .xml_body import XmlParamsBody, parse_attrs
 
+_KIMI_ID = re.compile(r":\s*\d+\s*$")
+_FIRST_KEY = re.compile(r'\{\s*"((?:[^"\\]|\\.)*)"\s*:')  # `{"key":`
+_FIRST_KEY_DONE = re.compile(r'\{\s*[^\s"]')  # an object whose first token is no key
 MAX_HEADER = 256
 _IDENT = re.compile(r"[A-Za-z_][\w.\-]*")
 KEPT_MARKERS = ("{", "[")
@@ -83,6 +86,7 @@ class RegionReader:
         self.name = ""
         self.call_id: str | None = None
         self.open_call = False
+        self.skipping = False  # the current call's events are dropped (`Region.strict_ids`)
         if self.state == "body":
             self.body = self._make_body(None)
 
@@ -95,6 +99,8 @@ class RegionReader:
         while True:
             step = getattr(self, "_" + self.state)
             evs, done = step()
+            if self.skipping:
+                evs = self._skip_call(evs)
             events += self._track(evs)
             if done is None:
                 return events, None
@@ -115,12 +121,24 @@ class RegionReader:
             if self.body.failed or (self.raw is not None and not self.body.started):
                 return [Content(self._raw_text())]
         if self.raw is not None:
-            return [Content(self._raw_text())]
+            return [Content("" if self.r.drop_cut_off else self._raw_text())]
         return events
 
     def _raw_text(self) -> str:
         raw = "".join(self.raw or [])
         return _without_marker(raw, self.r.begin) if self.r.bare_give_back else raw
+
+    def _skip_call(self, events: list) -> list:
+        """Drop the events of a call being skipped, up to its end."""
+        out = []
+        for i, ev in enumerate(events):
+            if isinstance(ev, CallEnd):
+                self.skipping = False
+                return out + self._skip_call(events[i + 1:]) if self.skipping else \
+                    out + list(events[i + 1:])
+            if not isinstance(ev, (CallStart, ArgsDelta)):
+                out.append(ev)
+        return out
 
     def _track(self, events: list[Event]) -> list[Event]:
         for ev in events:
@@ -152,6 +170,10 @@ class RegionReader:
             return [], False
         if marker in r.end:
             rest, self.buf = self.buf, ""
+            if self.raw is not None and r.strict_ids and not "".join(self.raw[1:])[
+                    :len("".join(self.raw[1:])) - len(rest) - len(marker)].strip():
+                self.raw = None  # an empty section is framing, not text (vLLM's Kimi K2)
+                return [Content("")], rest  # type: ignore[list-item]
             if self.raw is not None:
                 return self._give_back(rest)
             return [], rest
@@ -168,6 +190,23 @@ class RegionReader:
                     return [], False
                 if m.startswith(s) and s:
                     return [], None
+            # nameless only right after the marker: pre-v11 output writes a space first
+            nameless = self.r.nameless_calls and not self.header and s == self.buf
+            if nameless and h.skip_to and s[:1] == "[":
+                if s.startswith(h.skip_to):  # `[TOOL_CALLS][ARGS]{..}`: the name left out
+                    self.buf, self.name, self.call_id = s[len(h.skip_to):], "", None
+                    self.state = "pre_body"
+                    return [], False
+                if h.skip_to.startswith(s):
+                    return [], None
+            if s[:1] == "{" and nameless:
+                key = _FIRST_KEY.match(s)
+                if key is None and not _FIRST_KEY_DONE.match(s):
+                    return [], None  # the first key decides: call object or arguments
+                if key is not None and key.group(1) not in self.r.name_keys:
+                    # v11 with the name left out: a call named "" (vLLM's engine does so)
+                    self.buf, self.name, self.call_id, self.state = s, "", None, "pre_body"
+                    return [], False
             if s[:1] in ("[", "{"):  # pre-v11: a JSON list of calls, or one call object
                 self.buf = s
                 self.state = "body"
@@ -196,13 +235,16 @@ class RegionReader:
                 text = text[len(p):].strip()
                 break
         if h.attrs:
-            self.name, attrs = parse_attrs(text)
+            self.name, attrs = parse_attrs(text, unescape=True)
             self.name = attrs.get("tool", self.name)
         elif h.id_is_header:
             self.call_id, self.name = text, _kimi_name(text)
+            # a malformed id (no `:INDEX`) makes vLLM's Kimi K2 skip the call
+            self.skipping = self.r.strict_ids and not _KIMI_ID.search(text)
         else:
             self.name, self.call_id = text.strip("\"'").strip(), None
-        if not self.name or len(self.name) > MAX_HEADER:
+        nameless = not self.name and self.r.nameless_calls and marker == h.skip_to
+        if (not self.name and not nameless) or len(self.name) > MAX_HEADER:
             return self._give_back(self.buf)
         if self.r.collapse_doubled:
             self.name = _collapse_doubled(self.name, self.tools)

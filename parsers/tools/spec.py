@@ -59,6 +59,13 @@ class Region:
     known_names: bool = False          # with tools given, a call naming none of them is text
     collapse_doubled: bool = False     # `get_weather.get_weather` is the registered
                                        # `get_weather` (Muse's rendering of bare names)
+    nameless_calls: bool = False       # `[TOOL_CALLS]{args}` / `[TOOL_CALLS][ARGS]{args}`, right
+                                       # after the marker: a call named "" (vLLM's Mistral
+                                       # engine, v11 tokenizers; pre-v11 writes a space first)
+    strict_ids: bool = False           # Kimi K2: a call whose id lacks `:INDEX` is skipped, and
+                                       # an empty section is dropped (as vLLM's parser does)
+    drop_cut_off: bool = False         # a region the output cuts off before any call is
+                                       # dropped, not given back as text (Kimi K3's XTML)
 
     def __post_init__(self) -> None:
         if self.body not in BODY_KINDS:
@@ -79,9 +86,14 @@ class ToolSpec:
     extra_markers: tuple[str, ...] = ()  # inner/end markers that may be special tokens
     anchored: tuple[str, ...] = ()  # start markers that count only at the start of the answer
     ends_reasoning: bool = True
+    ends_reasoning_at: tuple[str, ...] | None = None  # the start markers that end reasoning
+                                                      # implicitly (None: all of them)
     keep_ws: bool = False  # whitespace around a section stays in the content (vLLM's engine
                            # parsers with strip_content_whitespace_with_tools off)
+    verbatim: bool = False  # text after a section is content as written (leading whitespace too)
     grammar: str = "native"  # "native": structural tag in the format's syntax
+    content_drop: tuple[str, ...] = ()  # wrapper markers dropped from content (Kimi K3's
+                                        # `<|open|>response<|sep|>`), with or without reasoning
     notes: str = ""
     aliases: tuple[str, ...] = field(default=())
 

@@ -52,9 +52,8 @@ class SpecSection(ToolSection):
             elif isinstance(ev, CallEnd):
                 out.append(ToolEnd())
                 self.args = None
-            elif isinstance(ev, section.Content):
-                if ev.text:
-                    out.append(Content(ev.text))
+            elif isinstance(ev, section.Content):  # "" too: a dropped region's whitespace stays
+                out.append(Content(ev.text))
         return out
 
 
@@ -67,6 +66,10 @@ class SpecToolFormat(ToolFormat):
         self.special_markers = spec.special_markers()
         self.anchored_markers = spec.anchored
         self.keeps_whitespace = spec.keep_ws
+        self.content_drop = spec.content_drop
+        self.keeps_text_verbatim = spec.verbatim
+        if spec.ends_reasoning_at is not None:
+            self.reasoning_end_markers = spec.ends_reasoning_at
         # "[" / "{" are everyday characters in thinking: they must not end it
         self.ends_reasoning = spec.ends_reasoning and all(len(m) > 1 for m in self.start_markers)
 

@@ -8,6 +8,7 @@ converted when its closing tag arrives.
 
 from __future__ import annotations
 
+import html
 import json
 from dataclasses import dataclass
 
@@ -20,6 +21,8 @@ from .convert import (
 )
 from .events import ArgsDelta, Body, CallEnd, CallStart, Event
 from .scan import split_on_markers
+
+_JSON_TYPES = ("number", "integer", "boolean", "object", "array", "null")
 
 
 @dataclass(frozen=True)
@@ -36,14 +39,19 @@ class ParamSyntax:
     unwrap: str = ""           # a first non-string parameter of this name, not in the schema,
                                # whose value is an object, is the arguments themselves (DSML)
     open_alts: tuple[str, ...] = ()  # other spellings of open (MiniCPM's "<param\u0120name=")
+    open_closes: bool = False  # the next parameter's opener inside a value ends the value (DSML)
+    typed_attr: bool = False   # a `type="number"` (any JSON type) attribute decodes the value
+                               # by that type, and XML entities in attributes are unescaped
+                               # (Kimi K3's XTML)
     decode: str = "schema"     # "schema": by the property's schema, no schema = string;
                                # "json_unless_string": a string schema keeps the raw text,
                                # anything else is JSON-decoded when it parses (Muse);
                                # "json": JSON-decoded whenever it parses (Muse Glimmer)
 
 
-def parse_attrs(text: str) -> tuple[str, dict[str, str]]:
-    """``"K" string="true"`` or ``K`` -> ("K", {"string": "true"})."""
+def parse_attrs(text: str, unescape: bool = False) -> tuple[str, dict[str, str]]:
+    """``"K" string="true"`` or ``K`` -> ("K", {"string": "true"}); `unescape`: XML entities
+    in the values (`a&amp;b` -> `a&b`), as Kimi K3's XTML writes them."""
     text = text.strip()
     key, attrs, i, n = "", {}, 0, len(text)
     tokens: list[str] = []
@@ -67,6 +75,8 @@ def parse_attrs(text: str) -> tuple[str, dict[str, str]]:
             key = tok.strip("\"'")
     if not key:
         key = attrs.pop("name", attrs.pop("key", ""))
+    if unescape:
+        key, attrs = html.unescape(key), {k: html.unescape(v) for k, v in attrs.items()}
     return key, attrs
 
 
@@ -113,7 +123,7 @@ class XmlParamsBody(Body):
                 self.key_text += before
                 if marker is None:
                     return events, None
-                self.key, self.attrs = parse_attrs(self.key_text)
+                self.key, self.attrs = parse_attrs(self.key_text, self.syn.typed_attr)
                 self.state = "pre_value" if self.syn.value_open else "value"
                 if self.state == "value":
                     events += self._begin_value()
@@ -135,17 +145,21 @@ class XmlParamsBody(Body):
                 self.state = "value"
                 events += self._begin_value()
                 continue
-            before, marker, self.buf = split_on_markers(self.buf, (self.syn.close,))
+            closers = (self.syn.close, self.syn.open) if self.syn.open_closes else (self.syn.close,)
+            before, marker, self.buf = split_on_markers(self.buf, closers)
             events += self._value_text(before)
             if marker is None:
                 return events, None
             events += self._end_value()
+            if marker != self.syn.close:  # the next parameter's opener closes this one
+                self.state, self.key_text = "key", ""
+                continue
             self.state = "close_tail" if self.syn.close_tail else "between"
 
     def _begin_value(self) -> list[Event]:
         attr_type = self.attrs.get("string", self.attrs.get("type", ""))
         prop = property_schema(self.schema, self.key)
-        if attr_type in ("false", "json"):
+        if attr_type in ("false", "json") or (self.syn.typed_attr and attr_type in _JSON_TYPES):
             self.streaming = False
         elif attr_type in ("true", "string"):
             self.streaming = self.syn.stream_strings and not self.syn.cdata
@@ -197,6 +211,8 @@ class XmlParamsBody(Body):
             value = value if ok else raw
         elif attr_type in ("true", "string"):
             value = raw
+        elif self.syn.typed_attr and attr_type in _JSON_TYPES:
+            value = convert_value(raw, {"type": attr_type})
         elif self.syn.decode != "schema":
             value = self._decode(raw, property_schema(self.schema, self.key))
         else:
