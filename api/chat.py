@@ -152,6 +152,8 @@ class ChatLayer:
         ckw = {**self.default_chat_template_kwargs, **(chat_template_kwargs or {})}
         if reasoning_effort is not None:
             ckw.setdefault("reasoning_effort", reasoning_effort)
+            if reasoning_effort == "none":  # as vLLM: no thinking (explicit kwargs win)
+                ckw.setdefault("enable_thinking", False)
         rendered_tools = tool_list if choice != "none" else None
         prompt = self.render(messages, rendered_tools, ckw, add_generation_prompt, chat_template)
         ids = list(self.tokenizer.encode(prompt, add_special_tokens=False))
@@ -182,11 +184,15 @@ class ChatLayer:
                 choice: str, response_format: Mapping[str, Any] | None, ckw: dict[str, Any],
                 budget: int | None, parallel: bool) -> SamplingParams:
         params = params or SamplingParams(max_tokens=None)
+        given = params.structured_outputs
+        options = given.options() if given is not None and given.is_options_only else None
         constraint = chat_constraint(self.tool_call_parser, tools, choice, response_format,
-                                     parallel)
+                                     parallel, options)
         updates: dict[str, Any] = {}
+        if constraint is None and options is not None:
+            updates["structured_outputs"] = None  # options with nothing to apply them to
         if constraint is not None:
-            if params.structured_outputs is not None:
+            if given is not None and options is None:
                 raise ValueError("structured_outputs in sampling_params cannot be combined with "
                                  f"tool_choice {choice!r} / response_format {response_format!r}")
             fmt = self.reasoning_format

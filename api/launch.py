@@ -50,6 +50,8 @@ def engine_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
         "kv_cache_memory_bytes": ns.kv_cache_memory_bytes,
         "gpu_memory_utilization": ns.gpu_memory_utilization,
         "trust_remote_code": ns.trust_remote_code,
+        "complete_before_max_tokens": getattr(ns, "complete_before_max_tokens", False),
+        "bound_json_numbers": not getattr(ns, "unbounded_json_numbers", False),
         "prefill_delay_steps": getattr(ns, "prefill_delay_steps", 0),
     }
 

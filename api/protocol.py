@@ -78,6 +78,9 @@ class StructuredOutputs(_Strict):
     structural_tag: dict[str, Any] | str | None = None
     disable_any_whitespace: bool = True
     enable_in_reasoning: bool = False
+    bound_numbers: bool | None = None
+    complete_before_max_tokens: bool | None = None
+    best_effort: bool = False
 
 
 class ChatMessage(_Open):

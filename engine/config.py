@@ -90,6 +90,9 @@ class EngineConfig:
     reasoning_parser: str | None = None  # its end-of-thinking marker gates the grammar (issue 7)
     # decode steps a few new arrivals may wait to be prefilled together (see scheduler.py)
     prefill_delay_steps: int = 0
+    # structured outputs' defaults for requests that leave them None (sampling_params.py)
+    bound_json_numbers: bool = True
+    complete_before_max_tokens: bool = False
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES and not isinstance(self.dtype, torch.dtype):
@@ -118,6 +121,9 @@ class EngineConfig:
         if not isinstance(self.prefill_delay_steps, int) or self.prefill_delay_steps < 0:
             raise ValueError(
                 f"prefill_delay_steps must be an int >= 0, got {self.prefill_delay_steps!r}")
+        for name in ("bound_json_numbers", "complete_before_max_tokens"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an int, got {self.seed!r}")
 

@@ -35,13 +35,16 @@ class ConstrainedDecoding(StructuredOutputHook):
 
     def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: list[int], *,
                  max_num_seqs: int, device: torch.device | str = "cpu",
-                 reasoning: Any = None, max_cache_entries: int = 128) -> None:
+                 reasoning: Any = None, max_cache_entries: int = 128,
+                 bound_numbers: bool = True, complete_before_max_tokens: bool = False) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.stop_token_ids = sorted(stop_token_ids)
         self.max_num_seqs = max_num_seqs
         self.device = torch.device(device)
         self.max_cache_entries = max_cache_entries
+        self.bound_numbers = bound_numbers  # defaults for requests that leave them None
+        self.complete_before_max_tokens = complete_before_max_tokens
         self.reasoning = reasoning
         self.end_ids = reasoning.end_token_ids(tokenizer) if reasoning is not None else None
         self.implicit_end_ids = _single_token_ids(tokenizer, reasoning.implicit_end
@@ -58,9 +61,12 @@ class ConstrainedDecoding(StructuredOutputHook):
             from thinkgate.parsers import get_reasoning_format
 
             reasoning = get_reasoning_format(reasoning_parser, engine.tokenizer)
+        config = engine.config
         return cls(engine.tokenizer, engine.vocab_size, sorted(engine.eos_token_ids),
-                   max_num_seqs=engine.config.max_num_seqs, device=engine.device,
-                   reasoning=reasoning)
+                   max_num_seqs=config.max_num_seqs, device=engine.device, reasoning=reasoning,
+                   bound_numbers=getattr(config, "bound_json_numbers", True),
+                   complete_before_max_tokens=getattr(config, "complete_before_max_tokens",
+                                                      False))
 
     @property
     def grammar(self) -> Grammar:
@@ -68,7 +74,8 @@ class ConstrainedDecoding(StructuredOutputHook):
         if self._grammar is None:
             self._grammar = Grammar(self.tokenizer, self.vocab_size, self.stop_token_ids,
                                     max_num_seqs=self.max_num_seqs, device=self.device,
-                                    max_cache_entries=self.max_cache_entries)
+                                    max_cache_entries=self.max_cache_entries,
+                                    bound_numbers=self.bound_numbers)
         return self._grammar
 
     # ---- per request ----

@@ -110,7 +110,7 @@ class Grammar:
     def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int], *,
                  max_num_seqs: int, device: torch.device | str = "cpu",
                  max_cache_entries: int = 128, num_fill_threads: int = 1,
-                 overlap: bool | None = None) -> None:
+                 overlap: bool | None = None, bound_numbers: bool = True) -> None:
         if not stop_token_ids:
             raise ValueError("Grammar needs at least one stop token id")
         self.vocab_size = vocab_size
@@ -118,7 +118,8 @@ class Grammar:
         info = xgr.TokenizerInfo.from_huggingface(
             tokenizer, vocab_size=vocab_size, stop_token_ids=list(stop_token_ids))
         key = f"{getattr(tokenizer, 'name_or_path', '')}|{vocab_size}|{sorted(stop_token_ids)}"
-        self.cache = GrammarCompileCache(info, key, max_cache_entries)
+        self.cache = GrammarCompileCache(info, key, max_cache_entries,
+                                         bound_numbers=bound_numbers)
         self.max_num_seqs = max_num_seqs
         self.num_words = (vocab_size + 31) // 32
         pin = self.device.type == "cuda"
