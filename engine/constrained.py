@@ -22,6 +22,11 @@ from typing import Any
 
 import torch
 from thinkgate.engine.grammar import Grammar, RequestGrammar
+from thinkgate.engine.json_completion import (
+    COMPLETED_STOP_REASON,
+    CompletionPlanner,
+    tokenizer_codec,
+)
 from thinkgate.engine.reasoning_slots import ReasoningSlots, RowGate
 from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.structured_output import GateInputs, StructuredOutputHook
@@ -50,6 +55,7 @@ class ConstrainedDecoding(StructuredOutputHook):
         self.implicit_end_ids = _single_token_ids(tokenizer, reasoning.implicit_end
                                                   if reasoning is not None else ())
         self._grammar: Grammar | None = None
+        self._codec_fns: Any = None
         self.slots = (ReasoningSlots(max_num_seqs, len(self.end_ids), self.device)
                       if self.end_ids else None)
 
@@ -92,7 +98,11 @@ class ConstrainedDecoding(StructuredOutputHook):
             gate = RowGate(list(self.end_ids), answered, params.thinking_token_budget,
                            structured is not None and structured.enable_in_reasoning)
         seq.reasoning_state = gate
-        seq.structured_state = (self.grammar.new_request(structured, gate)
+        planner = None
+        if structured is not None and structured.complete_before_max_tokens is not False and (
+                structured.complete_before_max_tokens or self.complete_before_max_tokens):
+            planner = CompletionPlanner(*self._codec())
+        seq.structured_state = (self.grammar.new_request(structured, gate, planner)
                                 if structured is not None else None)
 
     def preempt(self, seq: Sequence) -> None:
@@ -135,16 +145,27 @@ class ConstrainedDecoding(StructuredOutputHook):
 
     def accept(self, seqs: list[Sequence], token_ids: list[int],
                reasoning: tuple[list[int], list[int]] | None = None) -> None:
-        for seq, token in zip(seqs, token_ids):
+        """Advance the matchers; a completion plan may replace a row's id in `token_ids`."""
+        for i, (seq, token) in enumerate(zip(seqs, token_ids)):
             row: RequestGrammar | None = seq.structured_state
             if row is None:
                 continue
-            if not row.accept(token):
+            left = seq.max_total_tokens - seq.num_tokens - 1 if row.planner is not None else None
+            if not row.accept(token, left):
                 seq.force_finish = ("abort", f"structured output error: {row.error}")
             elif row.is_terminated:
                 seq.force_finish = ("stop", token)
+            elif row.completed_at_max_tokens:
+                seq.force_finish = ("length", COMPLETED_STOP_REASON)
+            if row.written is not None and row.written != token:
+                token_ids[i] = row.written
         if reasoning is not None and self.slots is not None:  # after the matchers: they saw
             self.slots.read_back(seqs, *reasoning)            # the gate before this step
+
+    def _codec(self) -> Any:
+        if self._codec_fns is None:
+            self._codec_fns = tokenizer_codec(self.tokenizer)
+        return self._codec_fns
 
     def close(self) -> None:
         if self._grammar is not None:

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 import xgrammar as xgr
 from thinkgate.engine.grammar_compile import GrammarCompileCache
+from thinkgate.engine.json_completion import CompletionPlanner
 from thinkgate.engine.reasoning_slots import RowGate
 from thinkgate.engine.sampling_params import StructuredOutputsParams
 
@@ -47,11 +48,17 @@ class RequestGrammar:
     """
 
     def __init__(self, compiled: xgr.CompiledGrammar, gate: RowGate | None,
-                 enable_in_reasoning: bool = False) -> None:
+                 enable_in_reasoning: bool = False,
+                 planner: CompletionPlanner | None = None) -> None:
         self.matcher = xgr.GrammarMatcher(compiled)
         self.gate = gate
         self.enable_in_reasoning = enable_in_reasoning
         self.error: str | None = None
+        # complete_before_max_tokens (engine/json_completion.py): the plan that fits
+        self.planner = planner
+        if planner is not None:
+            planner.start(self.matcher)
+        self.written: int | None = None  # the id `accept` wrote (the plan's may replace one)
         # The matcher's state changes only in `accept`, so its termination is read once there
         # (the step asks `constrained` several times per row: fill, gate inputs, accept).
         self._terminated = self.matcher.is_terminated()
@@ -72,22 +79,46 @@ class RequestGrammar:
         return not (self.enable_in_reasoning or self.gate is None or self.gate.answering)
 
     @property
+    def forced_token(self) -> int | None:
+        """The id the plan forces this step (complete_before_max_tokens), else None."""
+        if self.planner is None or not self.constrained:
+            return None
+        return self.planner.forced_token
+
+    @property
+    def completed_at_max_tokens(self) -> bool:
+        """The forced completion is written: the request ends ("length")."""
+        return self.planner is not None and self.planner.finished()
+
+    @property
     def is_terminated(self) -> bool:
         """The grammar accepted its stop token: the request is complete."""
         return self._terminated
 
-    def accept(self, token_id: int) -> bool:
+    def accept(self, token_id: int, tokens_left: int | None = None) -> bool:
         """Advance with a sampled id; False (and `error` set) when the grammar rejects it. Call
         before the gate's state after this step is read back: the id is the grammar's only if
-        the grammar applied when it was sampled."""
+        the grammar applied when it was sampled. With a planner, `tokens_left` (after this id)
+        lets the plan replace an id after which no completion fits: `written` is the id to
+        keep."""
+        self.written = int(token_id)
         if not self.constrained:
             return self.error is None
-        if not self.matcher.accept_token(int(token_id)):
+        if self.planner is not None and tokens_left is not None:
+            self.written, ok = self.planner.accept(self.matcher, int(token_id), tokens_left)
+        else:
+            ok = self.matcher.accept_token(int(token_id))
+        if not ok:
             self.error = f"the grammar rejected token {token_id}"
             logger.warning("structured output: %s; ending the request", self.error)
             return False
         self._terminated = self.matcher.is_terminated()
         return True
+
+
+def _bit_word(bit: int) -> int:
+    """The int32 word with only `bit` set."""
+    return (1 << bit) - (1 << 32) if bit == 31 else 1 << bit
 
 
 class _Inline:
@@ -140,11 +171,11 @@ class Grammar:
         self.last_fill_s = 0.0  # CPU seconds of the last fill (for the overlap benchmark)
         self.last_wait_s = 0.0  # seconds finish_fill took (the part not hidden by the forward)
 
-    def new_request(self, params: StructuredOutputsParams,
-                    gate: RowGate | None = None) -> RequestGrammar:
+    def new_request(self, params: StructuredOutputsParams, gate: RowGate | None = None,
+                    planner: CompletionPlanner | None = None) -> RequestGrammar:
         """Compile (or fetch) the constraint and start a matcher; `ValueError` when it is bad."""
         compiled = self.cache.get(params)
-        return RequestGrammar(compiled, gate, params.enable_in_reasoning)
+        return RequestGrammar(compiled, gate, params.enable_in_reasoning, planner)
 
     # ---- per step ----
     def start_fill(self, rows: Sequence[RequestGrammar | None]) -> None:
@@ -182,9 +213,14 @@ class Grammar:
         """Fill rows [0, B) of the host buffer; (B, number of masked rows)."""
         start = time.perf_counter()
         host = self._host
-        matchers, indices = [], []
+        matchers, indices, num_forced = [], [], 0
         for i, row in enumerate(rows):
-            if row is not None and row.constrained:
+            forced = row.forced_token if row is not None else None
+            if forced is not None:  # a forced completion allows one id
+                host[i].zero_()
+                host[i, forced // 32] = _bit_word(forced % 32)
+                num_forced += 1
+            elif row is not None and row.constrained:
                 matchers.append(row.matcher)
                 indices.append(i)
             else:
@@ -194,7 +230,7 @@ class Grammar:
         elif matchers:
             self._batch_matcher.batch_fill_next_token_bitmask(matchers, host, indices)
         self.last_fill_s = time.perf_counter() - start
-        return len(rows), len(matchers)
+        return len(rows), len(matchers) + num_forced
 
     def accept(self, rows: Sequence[RequestGrammar | None], token_ids: Sequence[int]) -> list[int]:
         """Advance each row's matcher with its sampled id; the row indices whose grammar
