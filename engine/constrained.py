@@ -101,7 +101,7 @@ class ConstrainedDecoding(StructuredOutputHook):
         planner = None
         if structured is not None and structured.complete_before_max_tokens is not False and (
                 structured.complete_before_max_tokens or self.complete_before_max_tokens):
-            planner = CompletionPlanner(*self._codec())
+            planner = CompletionPlanner(*self._codec(), stop_id=self.stop_token_ids[0])
         seq.structured_state = (self.grammar.new_request(structured, gate, planner)
                                 if structured is not None else None)
 
@@ -153,10 +153,10 @@ class ConstrainedDecoding(StructuredOutputHook):
             left = seq.max_total_tokens - seq.num_tokens - 1 if row.planner is not None else None
             if not row.accept(token, left):
                 seq.force_finish = ("abort", f"structured output error: {row.error}")
-            elif row.is_terminated:
-                seq.force_finish = ("stop", token)
             elif row.completed_at_max_tokens:
                 seq.force_finish = ("length", COMPLETED_STOP_REASON)
+            elif row.is_terminated:
+                seq.force_finish = ("stop", token)
             if row.written is not None and row.written != token:
                 token_ids[i] = row.written
         if reasoning is not None and self.slots is not None:  # after the matchers: they saw

@@ -15,7 +15,9 @@ current state and fits in the tokens left:
 - within `window` tokens of the plan's length it re-plans after every token; a sampled token
   after which no completion fits any more is replaced by the plan's next token (the matcher
   rolls back one token), and from then on the plan is forced, one token per step;
-- when the plan's length equals the tokens left it is forced too.
+- when the plan's length equals the tokens left it is forced too; an output that is already
+  complete, where the sampled id would start more than fits (a second tool call), ends with
+  the stop id instead.
 
 The request then ends with finish_reason "length" and stop_reason "completed_at_max_tokens".
 """
@@ -29,7 +31,7 @@ import xgrammar as xgr
 
 COMPLETED_STOP_REASON = "completed_at_max_tokens"
 _IN_STRING = '"' + "@.:-TZ+/a0"
-_OUTSIDE = '}],0"'
+_OUTSIDE = '}],:0"'
 _ANY = "".join(chr(c) for c in range(32, 127))
 
 
@@ -88,8 +90,9 @@ class CompletionPlanner:
     encoding without special tokens; `decode(id) -> text` one token's text."""
 
     def __init__(self, encode: Callable[[str], list[int]], decode: Callable[[int], str],
-                 window: int = 24, every: int = 4) -> None:
+                 stop_id: int, window: int = 24, every: int = 4) -> None:
         self.encode, self.decode = encode, decode
+        self.stop_id = stop_id  # ends a complete output the sampled id would reopen
         self.window, self.every = window, every
         self.plan: list[int] | None = None  # completes the grammar from the current state
         self.estimate = 0  # the length of the last plan
@@ -137,14 +140,14 @@ class CompletionPlanner:
             self.plan, self.estimate = after, len(after)
             self.forcing = near and 0 < len(after) >= left
             return token, True
-        if before is None or not before:  # too late to save: leave it as it was
+        if before is None:  # too late to save: leave it as it was
             self.plan, self.gave_up = after, after is None
             return token, True
         matcher.rollback(1)
         self._in_string, self._escaped = self._undo
         self.replaced += 1
         self.plan, self.forcing = before[1:], True
-        token = before[0]
+        token = before[0] if before else self.stop_id  # complete already: end it here
         return token, self._advance(matcher, token)
 
     def finished(self) -> bool:
