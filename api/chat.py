@@ -25,6 +25,7 @@ from typing import Any
 
 from thinkgate.api.chat_constraints import (
     ToolChoice,
+    best_effort_report,
     chat_constraint,
     normalize_tool_choice,
 )
@@ -46,6 +47,8 @@ class ChatRequest:
     tools: list[dict[str, Any]] | None
     tool_choice: str  # "none" | "auto" | "required" | a function name
     chat_template_kwargs: dict[str, Any]
+    # best_effort: the schema keywords the grammar does not enforce ("<keyword> at <path>")
+    unenforced_keywords: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -159,7 +162,9 @@ class ChatLayer:
         ids = list(self.tokenizer.encode(prompt, add_special_tokens=False))
         params = self._params(sampling_params, tool_list, choice, response_format, ckw,
                               thinking_token_budget, parallel_tool_calls)
-        return ChatRequest(prompt, ids, params, tool_list, choice, ckw)
+        return ChatRequest(prompt, ids, params, tool_list, choice, ckw,
+                           best_effort_report(params.structured_outputs, tool_list, choice,
+                                              response_format))
 
     def render(self, messages: Sequence[Message], tools: list[dict[str, Any]] | None,
                chat_template_kwargs: Mapping[str, Any], add_generation_prompt: bool = True,

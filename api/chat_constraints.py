@@ -31,7 +31,7 @@ from thinkgate.engine.grammar_compile import (
     json_grammar_text,
     tag_schemas,
 )
-from thinkgate.engine.json_schema_rules import bound_schema_numbers
+from thinkgate.engine.json_schema_rules import bound_schema_numbers, unenforced_keywords
 from thinkgate.engine.sampling_params import StructuredOutputsParams
 
 ToolChoice = str | Mapping[str, Any] | None
@@ -145,6 +145,29 @@ def _calls_or_answer(tool_parser: str, tools: Sequence[Mapping[str, Any]],
     answer = xgr.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False)
     union = xgr.Grammar.union(xgr.Grammar.from_structural_tag(json.dumps(calls)), answer)
     return StructuredOutputsParams(grammar=json_grammar_text(union, bound), **opts)
+
+
+def best_effort_report(constraint: StructuredOutputsParams | None,
+                       tools: Sequence[Mapping[str, Any]] | None, tool_choice: str,
+                       response_format: Mapping[str, Any] | None) -> list[str]:
+    """With best_effort, the keywords of the request's schemas the grammar does not enforce
+    ("<keyword> at <path>", prefixed by where the schema came from); else []."""
+    if constraint is None or not constraint.best_effort:
+        return []
+    found: list[str] = []
+    schemas: list[tuple[str, Any]] = []
+    if constraint.kind == "json" and response_format is None:
+        given = constraint.json
+        schemas.append(("structured_outputs.json", json.loads(given)
+                        if isinstance(given, str) else given))
+    schema = response_format_schema(response_format)
+    if schema is not None:
+        schemas.append(("response_format", schema))
+    if tools and tool_choice != "none":
+        schemas += [(f"tools[{tool_function(t)['name']}]", tool_parameters(t)) for t in tools]
+    for where, sub in schemas:
+        found += [f"{where}: {item}" for item in unenforced_keywords(sub)]
+    return found
 
 
 def tool_calls_tag(tool_parser: str, tools: Sequence[Mapping[str, Any]], mode: str,
