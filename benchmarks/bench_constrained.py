@@ -13,6 +13,8 @@ of small objects: strings, integers, separators, so masks range from one token t
 vocabulary). It prints output tokens/s for both, their ratio, the CPU time per step spent
 filling the bitmask, and the part of it the step loop waited for (not hidden behind the
 forward). The grammar's compile happens before timing (it is cached per schema).
+`complete/json` is the tok/s ratio of `complete_before_max_tokens` on against off, both under a
+schema with a short completion (the option plans on each of the last steps): its cost per step.
 
 Each cell runs `--repeats` alternating (plain, json) pairs and prints the median tok/s of each
 side, the median of the pairs' ratios and their range (`lo-hi`): on a shared machine the range
@@ -33,21 +35,26 @@ SCHEMA = {"type": "array", "minItems": 400, "items": {
     "type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
                                      "age": {"type": "integer", "minimum": 0, "maximum": 99}},
     "required": ["name", "age"]}}
+# the same items with no minimum: its completion is short, so complete_before_max_tokens plans
+# and checks on every step near max_tokens (the "complete" columns: its cost per step)
+SHORT_SCHEMA = {"type": "array", "items": SCHEMA["items"]}
 PROMPT = ("<|im_start|>user\nList people as JSON.<|im_end|>\n<|im_start|>assistant\n"
           "<think>\n\n</think>\n\n")
 
 
 def _run(llm: Any, batch: int, tokens: int, constrained: bool,
-         clock: Any = time.perf_counter) -> dict[str, float]:
+         clock: Any = time.perf_counter, schema: dict[str, Any] | None = None,
+         complete: bool = False) -> dict[str, float]:
     from thinkgate import SamplingParams, StructuredOutputsParams
 
-    so = StructuredOutputsParams(json=SCHEMA) if constrained else None
+    so = (StructuredOutputsParams(json=schema or SCHEMA, complete_before_max_tokens=complete)
+          if constrained else None)
     params = SamplingParams(temperature=0.0, max_tokens=tokens, ignore_eos=True,
                             structured_outputs=so)
     engine = llm.llm_engine
     hook = engine.structured_output
     for i in range(batch):
-        engine.add_request(f"b{batch}-{constrained}-{i}", PROMPT, params)
+        engine.add_request(f"b{batch}-{constrained}-{complete}-{i}", PROMPT, params)
     fills, waits, steps, generated = [], [], 0, 0
     start = clock()
     while engine.has_unfinished_requests():
@@ -89,27 +96,37 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     chat_layer_for(llm)  # the constrained-decoding hook, when LLM has not installed it
     _run(llm, 2, 8, True)  # warm-up: compile the schema, touch every code path
     _run(llm, 2, 8, False)
+    _run(llm, 2, 8, True, schema=SHORT_SCHEMA, complete=True)
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     rows = []
     print(f"{'batch':>5} {'plain tok/s':>12} {'json tok/s':>11} {'ratio':>6} {'range':>10} "
-          f"{'fill us/step':>13} {'exposed us/step':>16}")
+          f"{'fill us/step':>13} {'exposed us/step':>16} {'complete/json':>14} {'range':>10}")
     for batch in args.batches:
         runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
+        short: dict[bool, list[dict[str, float]]] = {False: [], True: []}
         for _ in range(args.repeats):  # alternate, so load changes hit both sides alike
             for constrained in (False, True):
                 runs[constrained].append(_run(llm, batch, args.tokens, constrained, clock))
+            for complete in (False, True):  # SHORT_SCHEMA without / with the option
+                short[complete].append(_run(llm, batch, args.tokens, True, clock, SHORT_SCHEMA,
+                                            complete))
         ratios = sorted(c["tok_s"] / p["tok_s"] for p, c in zip(runs[False], runs[True]))
+        costs = sorted(c["tok_s"] / p["tok_s"] for p, c in zip(short[False], short[True]))
         row = {"batch": batch,
                "plain_tok_s": statistics.median(r["tok_s"] for r in runs[False]),
                "json_tok_s": statistics.median(r["tok_s"] for r in runs[True]),
                "ratio": statistics.median(ratios), "ratio_lo": ratios[0], "ratio_hi": ratios[-1],
                "fill_us": statistics.median(r["fill_us"] for r in runs[True]),
-               "exposed_us": statistics.median(r["exposed_us"] for r in runs[True])}
+               "exposed_us": statistics.median(r["exposed_us"] for r in runs[True]),
+               "complete_ratio": statistics.median(costs), "complete_lo": costs[0],
+               "complete_hi": costs[-1],
+               "short_tokens": statistics.median(r["tokens"] for r in short[True])}
         rows.append(row)
         spread = f"{row['ratio_lo']:.2f}-{row['ratio_hi']:.2f}"
+        cspread = f"{costs[0]:.3f}-{costs[-1]:.3f}"
         print(f"{batch:>5} {row['plain_tok_s']:>12.0f} {row['json_tok_s']:>11.0f} "
               f"{row['ratio']:>6.2f} {spread:>10} {row['fill_us']:>13.0f} "
-              f"{row['exposed_us']:>16.0f}")
+              f"{row['exposed_us']:>16.0f} {row['complete_ratio']:>14.3f} {cspread:>10}")
     result = {"benchmark": "constrained", "model": args.model or "demo", "tokens": args.tokens,
               "threads": args.threads, "clock": args.clock, "repeats": args.repeats,
               "overlap": llm.llm_engine.structured_output.grammar.overlap, "rows": rows}

@@ -24,6 +24,7 @@ The request then ends with finish_reason "length" and stop_reason "completed_at_
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -35,13 +36,22 @@ _OUTSIDE = '}],:0"'
 _ANY = "".join(chr(c) for c in range(32, 127))
 
 
-def _order(in_string: bool) -> str:
-    first = _IN_STRING if in_string else _OUTSIDE
-    return first + "".join(c for c in _ANY if c not in first)
-
-
 def _kind(ch: str) -> str:
     return "digit" if ch.isdigit() else "letter" if ch.isalpha() else ch
+
+
+@functools.lru_cache(maxsize=64)
+def _order(in_string: bool, escaped: bool, tired: str) -> str:
+    """Characters to try, best first; `tired`: a kind written three times, tried last."""
+    if escaped:
+        order = _ANY
+    else:
+        first = _IN_STRING if in_string else _OUTSIDE
+        order = first + "".join(c for c in _ANY if c not in first)
+    if tired:
+        order = "".join(c for c in order if _kind(c) != tired) + "".join(
+            c for c in order if _kind(c) == tired)
+    return order
 
 
 def scan_string_state(text: str, in_string: bool, escaped: bool) -> tuple[bool, bool]:
@@ -69,10 +79,7 @@ def shortest_completion(matcher: xgr.GrammarMatcher, in_string: bool = False,
         if not piece or not m.accept_string(piece):
             # after three of a kind (digits, letters) that kind goes last: it may loop (the
             # digits of a fraction, a free-form part) where another character ends the value
-            order = _ANY if escaped else _order(in_string)
-            if repeats >= 3:
-                order = "".join(c for c in order if _kind(c) != last) + "".join(
-                    c for c in order if _kind(c) == last)
+            order = _order(in_string, escaped, last if repeats >= 3 else "")
             piece = next((c for c in order if m.accept_string(c)), "")
             if not piece:
                 return None
@@ -90,7 +97,7 @@ class CompletionPlanner:
     encoding without special tokens; `decode(id) -> text` one token's text."""
 
     def __init__(self, encode: Callable[[str], list[int]], decode: Callable[[int], str],
-                 stop_id: int, window: int = 24, every: int = 4) -> None:
+                 stop_id: int, window: int = 16, every: int = 8) -> None:
         self.encode, self.decode = encode, decode
         self.stop_id = stop_id  # ends a complete output the sampled id would reopen
         self.window, self.every = window, every
@@ -110,8 +117,11 @@ class CompletionPlanner:
         return self.plan[0] if self.forcing and self.plan else None
 
     def start(self, matcher: xgr.GrammarMatcher) -> None:
+        """Plan from the grammar's start; a grammar whose completion is not found (longer than
+        `shortest_completion`'s max_chars) is left alone."""
         self.plan = self._plan(matcher)
         self.estimate = len(self.plan) if self.plan is not None else 0
+        self.gave_up = self.plan is None
 
     def accept(self, matcher: xgr.GrammarMatcher, token: int, left: int) -> tuple[int, bool]:
         """Advance `matcher` with the sampled `token`, `left` tokens remaining after it; the
@@ -182,11 +192,21 @@ def _accepts(matcher: xgr.GrammarMatcher, ids: list[int]) -> bool:
 
 
 def tokenizer_codec(tokenizer: Any) -> tuple[Callable[[str], list[int]], Callable[[int], str]]:
-    """encode/decode functions of a Hugging Face tokenizer for `CompletionPlanner`."""
-    def encode(text: str) -> list[int]:
-        return list(tokenizer.encode(text, add_special_tokens=False))
+    """Cached encode/decode functions of a Hugging Face tokenizer for `CompletionPlanner`
+    (completions and tokens repeat; the Rust tokenizer is used directly when there is one)."""
+    fast = getattr(tokenizer, "backend_tokenizer", None)
 
+    @functools.lru_cache(maxsize=4096)
+    def encode_cached(text: str) -> tuple[int, ...]:
+        if fast is not None:
+            return tuple(fast.encode(text, add_special_tokens=False).ids)
+        return tuple(tokenizer.encode(text, add_special_tokens=False))
+
+    @functools.lru_cache(maxsize=65536)
     def decode(token: int) -> str:
         return tokenizer.decode([token])
+
+    def encode(text: str) -> list[int]:
+        return list(encode_cached(text))
 
     return encode, decode
