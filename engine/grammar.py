@@ -31,6 +31,7 @@ import torch
 import xgrammar as xgr
 from thinkgate.engine.grammar_compile import GrammarCompileCache
 from thinkgate.engine.json_completion import CompletionPlanner
+from thinkgate.engine.json_keys import KeyTracker, VocabIndex
 from thinkgate.engine.reasoning_slots import RowGate
 from thinkgate.engine.sampling_params import StructuredOutputsParams
 
@@ -49,8 +50,10 @@ class RequestGrammar:
 
     def __init__(self, compiled: xgr.CompiledGrammar, gate: RowGate | None,
                  enable_in_reasoning: bool = False,
-                 planner: CompletionPlanner | None = None) -> None:
+                 planner: CompletionPlanner | None = None,
+                 keys: tuple[KeyTracker, VocabIndex] | None = None) -> None:
         self.matcher = xgr.GrammarMatcher(compiled)
+        self.keys = keys  # free-form objects: the keys written so far (engine/json_keys.py)
         self.gate = gate
         self.enable_in_reasoning = enable_in_reasoning
         self.error: str | None = None
@@ -108,12 +111,25 @@ class RequestGrammar:
             self.written, ok = self.planner.accept(self.matcher, int(token_id), tokens_left)
         else:
             ok = self.matcher.accept_token(int(token_id))
+        if ok and self.keys is not None:
+            tracker, index = self.keys
+            tracker.feed(index.text(self.written))
         if not ok:
             self.error = f"the grammar rejected token {token_id}"
             logger.warning("structured output: %s; ending the request", self.error)
             return False
         self._terminated = self.matcher.is_terminated()
         return True
+
+
+def _clear_repeated_keys(row: torch.Tensor, tracker: KeyTracker, index: VocabIndex) -> None:
+    """Disallow the tokens that would close a key the current JSON object already has."""
+    for prefix in tracker.forbidden_prefixes():
+        for token in index.ids_starting_with(prefix):
+            word = int(row[token // 32])
+            row[token // 32] = word & ~(1 << (token % 32)) if token % 32 != 31 else \
+                word & 0x7FFFFFFF
+    return None
 
 
 def _bit_word(bit: int) -> int:
@@ -145,6 +161,8 @@ class Grammar:
         if not stop_token_ids:
             raise ValueError("Grammar needs at least one stop token id")
         self.vocab_size = vocab_size
+        self.tokenizer = tokenizer
+        self._vocab_index: VocabIndex | None = None
         self.device = torch.device(device)
         info = xgr.TokenizerInfo.from_huggingface(
             tokenizer, vocab_size=vocab_size, stop_token_ids=list(stop_token_ids))
@@ -174,8 +192,17 @@ class Grammar:
     def new_request(self, params: StructuredOutputsParams, gate: RowGate | None = None,
                     planner: CompletionPlanner | None = None) -> RequestGrammar:
         """Compile (or fetch) the constraint and start a matcher; `ValueError` when it is bad."""
-        compiled = self.cache.get(params)
-        return RequestGrammar(compiled, gate, params.enable_in_reasoning, planner)
+        compiled, free_objects = self.cache.get_entry(params)
+        keys = (KeyTracker(), self.vocab_index) if free_objects else None
+        return RequestGrammar(compiled, gate, params.enable_in_reasoning, planner, keys)
+
+    @property
+    def vocab_index(self) -> VocabIndex:
+        """Token texts sorted for prefix lookups, built on first use."""
+        if self._vocab_index is None:
+            size = min(len(self.tokenizer), self.vocab_size)
+            self._vocab_index = VocabIndex(lambda i: self.tokenizer.decode([i]), size)
+        return self._vocab_index
 
     # ---- per step ----
     def start_fill(self, rows: Sequence[RequestGrammar | None]) -> None:
@@ -229,6 +256,10 @@ class Grammar:
             matchers[0].fill_next_token_bitmask(host, indices[0])
         elif matchers:
             self._batch_matcher.batch_fill_next_token_bitmask(matchers, host, indices)
+        for i in indices:
+            keys = rows[i].keys  # type: ignore[union-attr]
+            if keys is not None:
+                _clear_repeated_keys(host[i], *keys)
         self.last_fill_s = time.perf_counter() - start
         return len(rows), len(matchers) + num_forced
 

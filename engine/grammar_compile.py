@@ -43,7 +43,8 @@ class GrammarCompileCache:
         # xgrammar's own cache is unbounded; ours replaces it.
         self._compiler = xgr.GrammarCompiler(tokenizer_info, max_threads=max_threads,
                                              cache_enabled=False)
-        self._entries: OrderedDict[tuple[str, str, str], xgr.CompiledGrammar] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str, str], tuple[xgr.CompiledGrammar, bool]] = \
+            OrderedDict()
         self.num_hits = 0
         self.num_misses = 0
 
@@ -52,20 +53,26 @@ class GrammarCompileCache:
 
     def get(self, params: StructuredOutputsParams) -> xgr.CompiledGrammar:
         """The compiled grammar of `params`; `ValueError` naming the constraint when it is bad."""
+        return self.get_entry(params)[0]
+
+    def get_entry(self, params: StructuredOutputsParams) -> tuple[xgr.CompiledGrammar, bool]:
+        """(compiled grammar, whether it has free-form JSON objects, whose keys may repeat)."""
         bound = self.bound_numbers if params.bound_numbers is None else params.bound_numbers
         kind, text = canonical_constraint(params, bound)
         key = (self.tokenizer_key, f"{kind}|{int(bound)}", text)
-        compiled = self._entries.get(key)
-        if compiled is not None:
+        found = self._entries.get(key)
+        if found is not None:
             self.num_hits += 1
             self._entries.move_to_end(key)
-            return compiled
+            return found
         self.num_misses += 1
         compiled = self._compile(kind, text, params, bound)
-        self._entries[key] = compiled
+        entry = (compiled, kind == "json_object" or (kind in ("json", "structural_tag", "grammar")
+                                                     and _has_free_objects(compiled)))
+        self._entries[key] = entry
         if len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
-        return compiled
+        return entry
 
     def _compile(self, kind: str, text: str, params: StructuredOutputsParams,
                  bound: bool) -> xgr.CompiledGrammar:
@@ -81,6 +88,14 @@ class GrammarCompileCache:
         except (RuntimeError, ValueError, TypeError) as err:
             raise ValueError(f"invalid structured_outputs.{kind} {_short(text)}: "
                              f"{_xgrammar_reason(err)}") from None
+
+
+def _has_free_objects(compiled: xgr.CompiledGrammar) -> bool:
+    """Whether a rule of the grammar's own (not xgrammar's `basic_*` library) uses its
+    free-form object or any-value rule."""
+    return any(("basic_object" in line or "basic_any" in line)
+               for line in str(compiled.grammar).splitlines()
+               if not line.startswith("basic_"))
 
 
 # xgrammar (0.2.9) writes length-bounded JSON strings with this character class, which lets raw
