@@ -129,7 +129,6 @@ def _clear_repeated_keys(row: torch.Tensor, tracker: KeyTracker, index: VocabInd
             word = int(row[token // 32])
             row[token // 32] = word & ~(1 << (token % 32)) if token % 32 != 31 else \
                 word & 0x7FFFFFFF
-    return None
 
 
 def _bit_word(bit: int) -> int:
