@@ -25,6 +25,7 @@ from typing import Any
 
 from thinkgate.api.chat_constraints import (
     ToolChoice,
+    best_effort_report,
     chat_constraint,
     normalize_tool_choice,
 )
@@ -46,6 +47,8 @@ class ChatRequest:
     tools: list[dict[str, Any]] | None
     tool_choice: str  # "none" | "auto" | "required" | a function name
     chat_template_kwargs: dict[str, Any]
+    # best_effort: the schema keywords the grammar does not enforce ("<keyword> at <path>")
+    unenforced_keywords: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -152,12 +155,16 @@ class ChatLayer:
         ckw = {**self.default_chat_template_kwargs, **(chat_template_kwargs or {})}
         if reasoning_effort is not None:
             ckw.setdefault("reasoning_effort", reasoning_effort)
+            if reasoning_effort == "none":  # as vLLM: no thinking (explicit kwargs win)
+                ckw.setdefault("enable_thinking", False)
         rendered_tools = tool_list if choice != "none" else None
         prompt = self.render(messages, rendered_tools, ckw, add_generation_prompt, chat_template)
         ids = list(self.tokenizer.encode(prompt, add_special_tokens=False))
         params = self._params(sampling_params, tool_list, choice, response_format, ckw,
                               thinking_token_budget, parallel_tool_calls)
-        return ChatRequest(prompt, ids, params, tool_list, choice, ckw)
+        return ChatRequest(prompt, ids, params, tool_list, choice, ckw,
+                           best_effort_report(params.structured_outputs, tool_list, choice,
+                                              response_format))
 
     def render(self, messages: Sequence[Message], tools: list[dict[str, Any]] | None,
                chat_template_kwargs: Mapping[str, Any], add_generation_prompt: bool = True,
@@ -182,11 +189,15 @@ class ChatLayer:
                 choice: str, response_format: Mapping[str, Any] | None, ckw: dict[str, Any],
                 budget: int | None, parallel: bool) -> SamplingParams:
         params = params or SamplingParams(max_tokens=None)
+        given = params.structured_outputs
+        options = given.options() if given is not None and given.is_options_only else None
         constraint = chat_constraint(self.tool_call_parser, tools, choice, response_format,
-                                     parallel)
+                                     parallel, options)
         updates: dict[str, Any] = {}
+        if constraint is None and options is not None:
+            updates["structured_outputs"] = None  # options with nothing to apply them to
         if constraint is not None:
-            if params.structured_outputs is not None:
+            if given is not None and options is None:
                 raise ValueError("structured_outputs in sampling_params cannot be combined with "
                                  f"tool_choice {choice!r} / response_format {response_format!r}")
             fmt = self.reasoning_format

@@ -24,7 +24,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import xgrammar as xgr
-from thinkgate.engine.grammar_compile import bound_json_whitespace, strict_json_strings
+from thinkgate.engine.grammar_compile import (
+    bound_json_whitespace,
+    bound_tag_numbers,
+    check_enforceable,
+    json_grammar_text,
+    tag_schemas,
+)
+from thinkgate.engine.json_schema_rules import bound_schema_numbers, unenforced_keywords
 from thinkgate.engine.sampling_params import StructuredOutputsParams
 
 ToolChoice = str | Mapping[str, Any] | None
@@ -93,15 +100,19 @@ def response_format_schema(response_format: Mapping[str, Any] | None) -> dict[st
 
 def chat_constraint(tool_parser: str | None, tools: Sequence[Mapping[str, Any]] | None,
                     tool_choice: str, response_format: Mapping[str, Any] | None,
-                    parallel_tool_calls: bool = True) -> StructuredOutputsParams | None:
-    """The request's constraint (table in the module docstring); `tool_choice` normalized."""
+                    parallel_tool_calls: bool = True,
+                    options: Mapping[str, Any] | None = None) -> StructuredOutputsParams | None:
+    """The request's constraint (table in the module docstring); `tool_choice` normalized.
+    `options`: StructuredOutputsParams options (bound_numbers, complete_before_max_tokens,
+    best_effort) for the constraint."""
+    opts = dict(options or {})
     schema = response_format_schema(response_format)
     if tool_choice == "none" or not tools:
         if schema is None:
             return None
         if schema == {"type": "object"}:
-            return StructuredOutputsParams(json_object=True)
-        return StructuredOutputsParams(json=schema)
+            return StructuredOutputsParams(json_object=True, **opts)
+        return StructuredOutputsParams(json=schema, **opts)
     if tool_parser is None:
         if tool_choice == "auto" and schema is None:
             return None
@@ -109,15 +120,54 @@ def chat_constraint(tool_parser: str | None, tools: Sequence[Mapping[str, Any]] 
                          "(LLM(tool_call_parser=...) / --tool-call-parser)")
     if tool_choice == "auto":
         if schema is not None:
-            calls = tool_calls_tag(tool_parser, tools, "required", parallel_tool_calls)
-            answer = xgr.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False)
-            calls_grammar = xgr.Grammar.from_structural_tag(json.dumps(bound_json_whitespace(calls)))
-            union = xgr.Grammar.union(calls_grammar, answer)
-            return StructuredOutputsParams(grammar=strict_json_strings(str(union)))
+            return _calls_or_answer(tool_parser, tools, schema, parallel_tool_calls, opts)
         if not any(tool_function(t).get("strict") for t in tools):
             return None
     return StructuredOutputsParams(
-        structural_tag=tool_calls_tag(tool_parser, tools, tool_choice, parallel_tool_calls))
+        structural_tag=tool_calls_tag(tool_parser, tools, tool_choice, parallel_tool_calls),
+        **opts)
+
+
+def _calls_or_answer(tool_parser: str, tools: Sequence[Mapping[str, Any]],
+                     schema: dict[str, Any], parallel: bool,
+                     opts: dict[str, Any]) -> StructuredOutputsParams:
+    """tool_choice auto with a JSON response_format: calls, or the answer (one EBNF grammar;
+    checked and bounded here, since the engine sees only its text)."""
+    bound = opts.get("bound_numbers") is not False
+    if not opts.get("best_effort"):
+        check_enforceable(schema, "response_format")
+    calls = bound_json_whitespace(tool_calls_tag(tool_parser, tools, "required", parallel))
+    if not opts.get("best_effort"):
+        for tool_schema, _ in tag_schemas(calls):
+            check_enforceable(tool_schema, "tools")
+    if bound:
+        schema, calls = bound_schema_numbers(schema), bound_tag_numbers(calls)
+    answer = xgr.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False)
+    union = xgr.Grammar.union(xgr.Grammar.from_structural_tag(json.dumps(calls)), answer)
+    return StructuredOutputsParams(grammar=json_grammar_text(union, bound), **opts)
+
+
+def best_effort_report(constraint: StructuredOutputsParams | None,
+                       tools: Sequence[Mapping[str, Any]] | None, tool_choice: str,
+                       response_format: Mapping[str, Any] | None) -> list[str]:
+    """With best_effort, the keywords of the request's schemas the grammar does not enforce
+    ("<keyword> at <path>", prefixed by where the schema came from); else []."""
+    if constraint is None or not constraint.best_effort:
+        return []
+    found: list[str] = []
+    schemas: list[tuple[str, Any]] = []
+    if constraint.kind == "json" and response_format is None:
+        given = constraint.json
+        schemas.append(("structured_outputs.json", json.loads(given)
+                        if isinstance(given, str) else given))
+    schema = response_format_schema(response_format)
+    if schema is not None:
+        schemas.append(("response_format", schema))
+    if tools and tool_choice != "none":
+        schemas += [(f"tools[{tool_function(t)['name']}]", tool_parameters(t)) for t in tools]
+    for where, sub in schemas:
+        found += [f"{where}: {item}" for item in unenforced_keywords(sub)]
+    return found
 
 
 def tool_calls_tag(tool_parser: str, tools: Sequence[Mapping[str, Any]], mode: str,

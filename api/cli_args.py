@@ -80,6 +80,14 @@ def add_model_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     p.add_argument("--no-jump-forward", dest="jump_forward", action="store_false",
                    help="decode grammar-forced text one token per step (default: write it in "
                         "one forward; per request: structured_outputs.jump_forward)")
+    p.add_argument("--complete-before-max-tokens", action="store_true",
+                   help="JSON and tool-call constraints write the shortest valid completion "
+                        "when the tokens left only fit it (a request's structured_outputs."
+                        "complete_before_max_tokens overrides)")
+    p.add_argument("--unbounded-json-numbers", action="store_true",
+                   help="let JSON numbers have any number of digits (default: 16 integer, 16 "
+                        "fraction, 3 exponent digits; structured_outputs.bound_numbers "
+                        "overrides)")
     p.add_argument("--engine-in-process", action="store_true",
                    help="run the engine's step loop on a thread of this process (default: the "
                         "engine core runs in a process of its own)")

@@ -52,6 +52,8 @@ def engine_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
         "trust_remote_code": ns.trust_remote_code,
         "enforce_eager": getattr(ns, "enforce_eager", False),
         "attention_backend": getattr(ns, "attention_backend", None),
+        "complete_before_max_tokens": getattr(ns, "complete_before_max_tokens", False),
+        "bound_json_numbers": not getattr(ns, "unbounded_json_numbers", False),
         "prefill_delay_steps": getattr(ns, "prefill_delay_steps", 0),
         "jump_forward": getattr(ns, "jump_forward", True),
     }

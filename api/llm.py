@@ -42,7 +42,8 @@ class LLM:
         jump_forward: bool = True,
         **kwargs: Any,
     ) -> None:
-        unknown = set(kwargs) - {"reasoning_parser", "tool_call_parser", "trust_remote_code"}
+        unknown = set(kwargs) - {"reasoning_parser", "tool_call_parser", "trust_remote_code",
+                                 "bound_json_numbers", "complete_before_max_tokens"}
         if unknown:
             raise ValueError(f"unknown LLM arguments: {sorted(unknown)}")
         if model is None:  # the demo model thinks in qwen3's format and calls tools as hermes
@@ -73,6 +74,8 @@ class LLM:
             jump_forward=jump_forward,
             trust_remote_code=bool(kwargs.get("trust_remote_code", False)),
             reasoning_parser=kwargs.get("reasoning_parser"),
+            bound_json_numbers=kwargs.pop("bound_json_numbers", True),
+            complete_before_max_tokens=kwargs.pop("complete_before_max_tokens", False),
         )
         self.llm_engine = LLMEngine(config)
         self._counter = itertools.count()

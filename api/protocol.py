@@ -79,6 +79,9 @@ class StructuredOutputs(_Strict):
     disable_any_whitespace: bool = True
     enable_in_reasoning: bool = False
     jump_forward: bool = True  # ours: False decodes grammar-forced text token by token
+    bound_numbers: bool | None = None
+    complete_before_max_tokens: bool | None = None
+    best_effort: bool = False
 
 
 class ChatMessage(_Open):

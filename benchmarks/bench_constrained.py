@@ -17,6 +17,9 @@ forward). The grammar's compile happens before timing (it is cached per schema).
 picks the constrained side's schemas (people: the list above; long_keys: objects with long
 fixed keys; enums: objects of long enum values), `--jump-forward` times it without and/or with
 jump-forward (engine/jump_forward.py); `steps` is the median number of engine steps per run.
+A second table, `complete/json`, is the tok/s ratio of `complete_before_max_tokens` on against
+off, both under a schema with a short completion (the option plans on each of the last steps),
+with jump-forward as the engine's default: the option's cost per step.
 
 Each cell runs `--repeats` alternating (plain, json) pairs and prints the median tok/s of each
 side, the median of the pairs' ratios and their range (`lo-hi`): on a shared machine the range
@@ -52,23 +55,28 @@ ENUMS = {"type": "array", "minItems": 400, "items": {
         "region": {"enum": ["north_america", "south_america", "europe_middle_east"]}},
     "required": ["status", "priority", "region"]}}
 SCHEMAS = {"people": SCHEMA, "long_keys": LONG_KEYS, "enums": ENUMS}
+# the people items with no minimum: its completion is short, so complete_before_max_tokens
+# plans and checks on every step near max_tokens (the "complete" table: its cost per step)
+SHORT_SCHEMA = {"type": "array", "items": SCHEMA["items"]}
 PROMPT = ("<|im_start|>user\nList people as JSON.<|im_end|>\n<|im_start|>assistant\n"
           "<think>\n\n</think>\n\n")
 
 
 def _run(llm: Any, batch: int, tokens: int, constrained: bool,
          clock: Any = time.perf_counter, schema: dict[str, Any] | None = None,
-         jump_forward: bool = False) -> dict[str, float]:
+         jump_forward: bool = False, complete: bool = False) -> dict[str, float]:
     from thinkgate import SamplingParams, StructuredOutputsParams
 
-    so = (StructuredOutputsParams(json=schema or SCHEMA, jump_forward=jump_forward)
+    so = (StructuredOutputsParams(json=schema or SCHEMA, jump_forward=jump_forward,
+                                  complete_before_max_tokens=complete)
           if constrained else None)
     params = SamplingParams(temperature=0.0, max_tokens=tokens, ignore_eos=True,
                             structured_outputs=so)
     engine = llm.llm_engine
     hook = engine.structured_output
     for i in range(batch):
-        engine.add_request(f"b{batch}-{constrained}-{jump_forward}-{i}", PROMPT, params)
+        engine.add_request(f"b{batch}-{constrained}-{jump_forward}-{complete}-{i}", PROMPT,
+                           params)
     fills, waits, steps, generated = [], [], 0, 0
     start = clock()
     while engine.has_unfinished_requests():
@@ -117,6 +125,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for jf in sides:
             _run(llm, 2, 8, True, schema=SCHEMAS[name], jump_forward=jf)
     _run(llm, 2, 8, False)
+    _run(llm, 2, 8, True, schema=SHORT_SCHEMA, jump_forward=True, complete=True)
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     rows = []
     print(f"{'schema':>9} {'jf':>3} {'batch':>5} {'plain tok/s':>12} {'json tok/s':>11} "
@@ -124,9 +133,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for name in args.schemas:
         for batch in args.batches:
             rows += _cell(llm, name, batch, args, sides, clock)
+    print(f"{'batch':>5} {'complete/json':>14} {'range':>12} {'tokens':>7}")
+    costs = [_complete_cost(llm, batch, args, clock) for batch in args.batches]
     result = {"benchmark": "constrained", "model": args.model or "demo", "tokens": args.tokens,
               "threads": args.threads, "clock": args.clock, "repeats": args.repeats,
-              "overlap": llm.llm_engine.structured_output.grammar.overlap, "rows": rows}
+              "overlap": llm.llm_engine.structured_output.grammar.overlap, "rows": rows,
+              "complete_rows": costs}
     print(f"mask fill overlapped with the forward: {result['overlap']}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
@@ -160,6 +172,23 @@ def _cell(llm: Any, name: str, batch: int, args: argparse.Namespace, sides: list
     return rows
 
 
+
+
+def _complete_cost(llm: Any, batch: int, args: argparse.Namespace, clock: Any
+                   ) -> dict[str, Any]:
+    """complete_before_max_tokens on / off under SHORT_SCHEMA, alternating pairs."""
+    sides: dict[bool, list[dict[str, float]]] = {False: [], True: []}
+    for _ in range(args.repeats):
+        for complete in (False, True):
+            sides[complete].append(_run(llm, batch, args.tokens, True, clock, SHORT_SCHEMA,
+                                        jump_forward=True, complete=complete))
+    costs = sorted(c["tok_s"] / p["tok_s"] for p, c in zip(sides[False], sides[True]))
+    row = {"batch": batch, "complete_ratio": statistics.median(costs), "complete_lo": costs[0],
+           "complete_hi": costs[-1],
+           "short_tokens": statistics.median(r["tokens"] for r in sides[True])}
+    spread = f"{costs[0]:.3f}-{costs[-1]:.3f}"
+    print(f"{batch:>5} {row['complete_ratio']:>14.3f} {spread:>12} {row['short_tokens']:>7.0f}")
+    return row
 
 
 if __name__ == "__main__":

@@ -100,6 +100,9 @@ class EngineConfig:
     # write grammar-forced text in one forward (engine/jump_forward.py); per request:
     # StructuredOutputsParams.jump_forward
     jump_forward: bool = True
+    # structured outputs' defaults for requests that leave them None (sampling_params.py)
+    bound_json_numbers: bool = True
+    complete_before_max_tokens: bool = False
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES and not isinstance(self.dtype, torch.dtype):
@@ -133,6 +136,9 @@ class EngineConfig:
                              f"{self.attention_backend!r}")
         if not isinstance(self.enforce_eager, bool):
             raise ValueError(f"enforce_eager must be a bool, got {self.enforce_eager!r}")
+        for name in ("bound_json_numbers", "complete_before_max_tokens"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an int, got {self.seed!r}")
 

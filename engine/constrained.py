@@ -24,6 +24,11 @@ from typing import Any
 
 import torch
 from thinkgate.engine.grammar import Grammar, RequestGrammar
+from thinkgate.engine.json_completion import (
+    COMPLETED_STOP_REASON,
+    CompletionPlanner,
+    tokenizer_codec,
+)
 from thinkgate.engine.jump_forward import JumpForward
 from thinkgate.engine.reasoning_slots import ReasoningSlots, RowGate
 from thinkgate.engine.sequence import Sequence
@@ -38,19 +43,23 @@ class ConstrainedDecoding(StructuredOutputHook):
 
     def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: list[int], *,
                  max_num_seqs: int, device: torch.device | str = "cpu",
-                 reasoning: Any = None, max_cache_entries: int = 128) -> None:
+                 reasoning: Any = None, max_cache_entries: int = 128,
+                 bound_numbers: bool = True, complete_before_max_tokens: bool = False) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.stop_token_ids = sorted(stop_token_ids)
         self.max_num_seqs = max_num_seqs
         self.device = torch.device(device)
         self.max_cache_entries = max_cache_entries
+        self.bound_numbers = bound_numbers  # defaults for requests that leave them None
+        self.complete_before_max_tokens = complete_before_max_tokens
         self.reasoning = reasoning
         self.end_ids = reasoning.end_token_ids(tokenizer) if reasoning is not None else None
         self.implicit_end_ids = _single_token_ids(tokenizer, reasoning.implicit_end
                                                   if reasoning is not None else ())
         self._grammar: Grammar | None = None
         self.jumper = JumpForward(tokenizer)
+        self._codec_fns: Any = None
         self.slots = (ReasoningSlots(max_num_seqs, len(self.end_ids), self.device)
                       if self.end_ids else None)
 
@@ -62,9 +71,12 @@ class ConstrainedDecoding(StructuredOutputHook):
             from thinkgate.parsers import get_reasoning_format
 
             reasoning = get_reasoning_format(reasoning_parser, engine.tokenizer)
+        config = engine.config
         return cls(engine.tokenizer, engine.vocab_size, sorted(engine.eos_token_ids),
-                   max_num_seqs=engine.config.max_num_seqs, device=engine.device,
-                   reasoning=reasoning)
+                   max_num_seqs=config.max_num_seqs, device=engine.device, reasoning=reasoning,
+                   bound_numbers=getattr(config, "bound_json_numbers", True),
+                   complete_before_max_tokens=getattr(config, "complete_before_max_tokens",
+                                                      False))
 
     @property
     def grammar(self) -> Grammar:
@@ -72,7 +84,8 @@ class ConstrainedDecoding(StructuredOutputHook):
         if self._grammar is None:
             self._grammar = Grammar(self.tokenizer, self.vocab_size, self.stop_token_ids,
                                     max_num_seqs=self.max_num_seqs, device=self.device,
-                                    max_cache_entries=self.max_cache_entries)
+                                    max_cache_entries=self.max_cache_entries,
+                                    bound_numbers=self.bound_numbers)
         return self._grammar
 
     # ---- per request ----
@@ -89,7 +102,11 @@ class ConstrainedDecoding(StructuredOutputHook):
             gate = RowGate(list(self.end_ids), answered, params.thinking_token_budget,
                            structured is not None and structured.enable_in_reasoning)
         seq.reasoning_state = gate
-        seq.structured_state = (self.grammar.new_request(structured, gate)
+        planner = None
+        if structured is not None and structured.complete_before_max_tokens is not False and (
+                structured.complete_before_max_tokens or self.complete_before_max_tokens):
+            planner = CompletionPlanner(*self._codec(), stop_id=self.stop_token_ids[0])
+        seq.structured_state = (self.grammar.new_request(structured, gate, planner)
                                 if structured is not None else None)
 
     def preempt(self, seq: Sequence) -> None:
@@ -132,14 +149,22 @@ class ConstrainedDecoding(StructuredOutputHook):
 
     def accept(self, seqs: list[Sequence], token_ids: list[int],
                reasoning: tuple[list[int], list[int]] | None = None) -> None:
-        for seq, token in zip(seqs, token_ids):
+        """Advance the matchers; a completion plan may replace a row's id in `token_ids`."""
+        for i, (seq, token) in enumerate(zip(seqs, token_ids)):
             row: RequestGrammar | None = seq.structured_state
             if row is None:
                 continue
-            if not row.accept(token):
+            # tokens left after this one (this step's jump-forward ids come before it)
+            left = (seq.max_total_tokens - seq.num_tokens - len(seq.forced_ids) - 1
+                    if row.planner is not None else None)
+            if not row.accept(token, left):
                 seq.force_finish = ("abort", f"structured output error: {row.error}")
+            elif row.completed_at_max_tokens:
+                seq.force_finish = ("length", COMPLETED_STOP_REASON)
             elif row.is_terminated:
                 seq.force_finish = ("stop", token)
+            if row.written is not None and row.written != token:
+                token_ids[i] = row.written
         if reasoning is not None and self.slots is not None:  # after the matchers: they saw
             self.slots.read_back(seqs, *reasoning)            # the gate before this step
 
@@ -149,10 +174,17 @@ class ConstrainedDecoding(StructuredOutputHook):
             if (row is None or seq.is_finished or not row.constrained
                     or not seq.params.structured_outputs.jump_forward  # type: ignore[union-attr]
                     or (row.gate is not None and not row.gate.answering)  # never in thinking
-                    or (seq.logprobs is not None and not with_logprobs)):
+                    or (seq.logprobs is not None and not with_logprobs)
+                    or (row.planner is not None and row.planner.forcing)):  # its plan writes
                 continue
             limit = seq.max_total_tokens - seq.num_tokens - 1  # room for the sampled token
             seq.forced_ids = self.jumper.forced_ids(row.matcher, limit)
+            if seq.forced_ids:
+                row.note_forced(seq.forced_ids)
+    def _codec(self) -> Any:
+        if self._codec_fns is None:
+            self._codec_fns = tokenizer_codec(self.tokenizer)
+        return self._codec_fns
 
     def close(self) -> None:
         if self._grammar is not None:

@@ -30,6 +30,8 @@ from typing import Any
 import torch
 import xgrammar as xgr
 from thinkgate.engine.grammar_compile import GrammarCompileCache
+from thinkgate.engine.json_completion import CompletionPlanner
+from thinkgate.engine.json_keys import KeyTracker, VocabIndex
 from thinkgate.engine.reasoning_slots import RowGate
 from thinkgate.engine.sampling_params import StructuredOutputsParams
 
@@ -47,11 +49,19 @@ class RequestGrammar:
     """
 
     def __init__(self, compiled: xgr.CompiledGrammar, gate: RowGate | None,
-                 enable_in_reasoning: bool = False) -> None:
+                 enable_in_reasoning: bool = False,
+                 planner: CompletionPlanner | None = None,
+                 keys: tuple[KeyTracker, VocabIndex] | None = None) -> None:
         self.matcher = xgr.GrammarMatcher(compiled)
+        self.keys = keys  # free-form objects: the keys written so far (engine/json_keys.py)
         self.gate = gate
         self.enable_in_reasoning = enable_in_reasoning
         self.error: str | None = None
+        # complete_before_max_tokens (engine/json_completion.py): the plan that fits
+        self.planner = planner
+        if planner is not None:
+            planner.start(self.matcher)
+        self.written: int | None = None  # the id `accept` wrote (the plan's may replace one)
         # The matcher's state changes only in `accept`, so its termination is read once there
         # (the step asks `constrained` several times per row: fill, gate inputs, accept).
         self._terminated = self.matcher.is_terminated()
@@ -72,22 +82,69 @@ class RequestGrammar:
         return not (self.enable_in_reasoning or self.gate is None or self.gate.answering)
 
     @property
+    def forced_token(self) -> int | None:
+        """The id the plan forces this step (complete_before_max_tokens), else None."""
+        if self.planner is None or not self.constrained:
+            return None
+        return self.planner.forced_token
+
+    @property
+    def completed_at_max_tokens(self) -> bool:
+        """The forced completion is written: the request ends ("length")."""
+        return self.planner is not None and self.planner.finished()
+
+    @property
     def is_terminated(self) -> bool:
         """The grammar accepted its stop token: the request is complete."""
         return self._terminated
 
-    def accept(self, token_id: int) -> bool:
+    def accept(self, token_id: int, tokens_left: int | None = None) -> bool:
         """Advance with a sampled id; False (and `error` set) when the grammar rejects it. Call
         before the gate's state after this step is read back: the id is the grammar's only if
-        the grammar applied when it was sampled."""
+        the grammar applied when it was sampled. With a planner, `tokens_left` (after this id)
+        lets the plan replace an id after which no completion fits: `written` is the id to
+        keep."""
+        self.written = int(token_id)
         if not self.constrained:
             return self.error is None
-        if not self.matcher.accept_token(int(token_id)):
+        if self.planner is not None and tokens_left is not None:
+            self.written, ok = self.planner.accept(self.matcher, int(token_id), tokens_left)
+        else:
+            ok = self.matcher.accept_token(int(token_id))
+        if ok and self.keys is not None:
+            tracker, index = self.keys
+            tracker.feed(index.text(self.written))
+        if not ok:
             self.error = f"the grammar rejected token {token_id}"
             logger.warning("structured output: %s; ending the request", self.error)
             return False
         self._terminated = self.matcher.is_terminated()
         return True
+
+
+    def note_forced(self, ids: list[int]) -> None:
+        """Jump-forward ids the matcher accepted outside `accept` (engine/jump_forward.py):
+        the key tracker and the completion plan follow them."""
+        if self.keys is not None:
+            tracker, index = self.keys
+            for token in ids:
+                tracker.feed(index.text(token))
+        if self.planner is not None:
+            self.planner.note_forced(ids)
+
+
+def _clear_repeated_keys(row: torch.Tensor, tracker: KeyTracker, index: VocabIndex) -> None:
+    """Disallow the tokens that would close a key the current JSON object already has."""
+    for prefix in tracker.forbidden_prefixes():
+        for token in index.ids_starting_with(prefix):
+            word = int(row[token // 32])
+            row[token // 32] = word & ~(1 << (token % 32)) if token % 32 != 31 else \
+                word & 0x7FFFFFFF
+
+
+def _bit_word(bit: int) -> int:
+    """The int32 word with only `bit` set."""
+    return (1 << bit) - (1 << 32) if bit == 31 else 1 << bit
 
 
 class _Inline:
@@ -110,15 +167,18 @@ class Grammar:
     def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int], *,
                  max_num_seqs: int, device: torch.device | str = "cpu",
                  max_cache_entries: int = 128, num_fill_threads: int = 1,
-                 overlap: bool | None = None) -> None:
+                 overlap: bool | None = None, bound_numbers: bool = True) -> None:
         if not stop_token_ids:
             raise ValueError("Grammar needs at least one stop token id")
         self.vocab_size = vocab_size
+        self.tokenizer = tokenizer
+        self._vocab_index: VocabIndex | None = None
         self.device = torch.device(device)
         info = xgr.TokenizerInfo.from_huggingface(
             tokenizer, vocab_size=vocab_size, stop_token_ids=list(stop_token_ids))
         key = f"{getattr(tokenizer, 'name_or_path', '')}|{vocab_size}|{sorted(stop_token_ids)}"
-        self.cache = GrammarCompileCache(info, key, max_cache_entries)
+        self.cache = GrammarCompileCache(info, key, max_cache_entries,
+                                         bound_numbers=bound_numbers)
         self.max_num_seqs = max_num_seqs
         self.num_words = (vocab_size + 31) // 32
         pin = self.device.type == "cuda"
@@ -139,11 +199,20 @@ class Grammar:
         self.last_fill_s = 0.0  # CPU seconds of the last fill (for the overlap benchmark)
         self.last_wait_s = 0.0  # seconds finish_fill took (the part not hidden by the forward)
 
-    def new_request(self, params: StructuredOutputsParams,
-                    gate: RowGate | None = None) -> RequestGrammar:
+    def new_request(self, params: StructuredOutputsParams, gate: RowGate | None = None,
+                    planner: CompletionPlanner | None = None) -> RequestGrammar:
         """Compile (or fetch) the constraint and start a matcher; `ValueError` when it is bad."""
-        compiled = self.cache.get(params)
-        return RequestGrammar(compiled, gate, params.enable_in_reasoning)
+        compiled, free_objects = self.cache.get_entry(params)
+        keys = (KeyTracker(), self.vocab_index) if free_objects else None
+        return RequestGrammar(compiled, gate, params.enable_in_reasoning, planner, keys)
+
+    @property
+    def vocab_index(self) -> VocabIndex:
+        """Token texts sorted for prefix lookups, built on first use."""
+        if self._vocab_index is None:
+            size = min(len(self.tokenizer), self.vocab_size)
+            self._vocab_index = VocabIndex(lambda i: self.tokenizer.decode([i]), size)
+        return self._vocab_index
 
     # ---- per step ----
     def start_fill(self, rows: Sequence[RequestGrammar | None]) -> None:
@@ -181,9 +250,14 @@ class Grammar:
         """Fill rows [0, B) of the host buffer; (B, number of masked rows)."""
         start = time.perf_counter()
         host = self._host
-        matchers, indices = [], []
+        matchers, indices, num_forced = [], [], 0
         for i, row in enumerate(rows):
-            if row is not None and row.constrained:
+            forced = row.forced_token if row is not None else None
+            if forced is not None:  # a forced completion allows one id
+                host[i].zero_()
+                host[i, forced // 32] = _bit_word(forced % 32)
+                num_forced += 1
+            elif row is not None and row.constrained:
                 matchers.append(row.matcher)
                 indices.append(i)
             else:
@@ -192,8 +266,12 @@ class Grammar:
             matchers[0].fill_next_token_bitmask(host, indices[0])
         elif matchers:
             self._batch_matcher.batch_fill_next_token_bitmask(matchers, host, indices)
+        for i in indices:
+            keys = rows[i].keys  # type: ignore[union-attr]
+            if keys is not None:
+                _clear_repeated_keys(host[i], *keys)
         self.last_fill_s = time.perf_counter() - start
-        return len(rows), len(matchers)
+        return len(rows), len(matchers) + num_forced
 
     def accept(self, rows: Sequence[RequestGrammar | None], token_ids: Sequence[int]) -> list[int]:
         """Advance each row's matcher with its sampled id; the row indices whose grammar

@@ -3,8 +3,10 @@
 `GrammarCompileCache.get(params)` turns a `StructuredOutputsParams` into an xgrammar
 `CompiledGrammar`, once per distinct constraint and tokenizer; a bad schema, regex, EBNF grammar
 or structural tag raises `ValueError` naming it. JSON grammars never allow unbounded whitespace
-(structural tags get at most one whitespace character between JSON tokens) and their strings
-never allow raw control characters.
+(structural tags get at most one whitespace character between JSON tokens), their strings
+never allow raw control characters, and their numbers are bounded unless the request turns
+`bound_numbers` off (engine/json_schema_rules.py). A JSON schema using a keyword the grammar
+does not enforce raises `ValueError` naming the keyword and its path, unless `best_effort`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import xgrammar as xgr
+from thinkgate.engine.json_schema_rules import (
+    bound_number_rules,
+    bound_schema_numbers,
+    unenforced_keywords,
+)
 from thinkgate.engine.sampling_params import StructuredOutputsParams
 
 
@@ -25,16 +32,19 @@ class GrammarCompileCache:
     written with different key order or whitespace compiles once."""
 
     def __init__(self, tokenizer_info: xgr.TokenizerInfo, tokenizer_key: str,
-                 max_entries: int = 128, max_threads: int = 1) -> None:
+                 max_entries: int = 128, max_threads: int = 1,
+                 bound_numbers: bool = True) -> None:
         if max_entries < 1:
             raise ValueError(f"max_entries must be >= 1, got {max_entries}")
         self.tokenizer_info = tokenizer_info
         self.tokenizer_key = tokenizer_key
         self.max_entries = max_entries
+        self.bound_numbers = bound_numbers  # the default when a request leaves it None
         # xgrammar's own cache is unbounded; ours replaces it.
         self._compiler = xgr.GrammarCompiler(tokenizer_info, max_threads=max_threads,
                                              cache_enabled=False)
-        self._entries: OrderedDict[tuple[str, str, str], xgr.CompiledGrammar] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str, str], tuple[xgr.CompiledGrammar, bool]] = \
+            OrderedDict()
         self.num_hits = 0
         self.num_misses = 0
 
@@ -43,35 +53,49 @@ class GrammarCompileCache:
 
     def get(self, params: StructuredOutputsParams) -> xgr.CompiledGrammar:
         """The compiled grammar of `params`; `ValueError` naming the constraint when it is bad."""
-        kind, text = canonical_constraint(params)
-        key = (self.tokenizer_key, kind, text)
-        compiled = self._entries.get(key)
-        if compiled is not None:
+        return self.get_entry(params)[0]
+
+    def get_entry(self, params: StructuredOutputsParams) -> tuple[xgr.CompiledGrammar, bool]:
+        """(compiled grammar, whether it has free-form JSON objects, whose keys may repeat)."""
+        bound = self.bound_numbers if params.bound_numbers is None else params.bound_numbers
+        kind, text = canonical_constraint(params, bound)
+        key = (self.tokenizer_key, f"{kind}|{int(bound)}", text)
+        found = self._entries.get(key)
+        if found is not None:
             self.num_hits += 1
             self._entries.move_to_end(key)
-            return compiled
+            return found
         self.num_misses += 1
-        compiled = self._compile(kind, text, params)
-        self._entries[key] = compiled
+        compiled = self._compile(kind, text, params, bound)
+        entry = (compiled, kind == "json_object" or (kind in ("json", "structural_tag", "grammar")
+                                                     and _has_free_objects(compiled)))
+        self._entries[key] = entry
         if len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
-        return compiled
+        return entry
 
-    def _compile(self, kind: str, text: str, params: StructuredOutputsParams) -> xgr.CompiledGrammar:
+    def _compile(self, kind: str, text: str, params: StructuredOutputsParams,
+                 bound: bool) -> xgr.CompiledGrammar:
         any_ws = not params.disable_any_whitespace
         try:
-            if kind in ("json", "json_object"):
-                grammar = xgr.Grammar.from_json_schema(text, any_whitespace=any_ws)
-                return self._compiler.compile_grammar(strict_json_strings(str(grammar)))
-            if kind == "structural_tag":
-                grammar = xgr.Grammar.from_structural_tag(text)
-                return self._compiler.compile_grammar(strict_json_strings(str(grammar)))
+            if kind in ("json", "json_object", "structural_tag"):
+                grammar = (xgr.Grammar.from_structural_tag(text) if kind == "structural_tag"
+                           else xgr.Grammar.from_json_schema(text, any_whitespace=any_ws))
+                return self._compiler.compile_grammar(json_grammar_text(grammar, bound))
             if kind == "regex":
                 return self._compiler.compile_regex(text)
             return self._compiler.compile_grammar(text)  # grammar, choice
         except (RuntimeError, ValueError, TypeError) as err:
             raise ValueError(f"invalid structured_outputs.{kind} {_short(text)}: "
                              f"{_xgrammar_reason(err)}") from None
+
+
+def _has_free_objects(compiled: xgr.CompiledGrammar) -> bool:
+    """Whether a rule of the grammar's own (not xgrammar's `basic_*` library) uses its
+    free-form object or any-value rule."""
+    return any(("basic_object" in line or "basic_any" in line)
+               for line in str(compiled.grammar).splitlines()
+               if not line.startswith("basic_"))
 
 
 # xgrammar (0.2.9) writes length-bounded JSON strings with this character class, which lets raw
@@ -85,25 +109,54 @@ def strict_json_strings(ebnf: str) -> str:
     return ebnf.replace(_LAX_JSON_CHAR, _STRICT_JSON_CHAR)
 
 
-def canonical_constraint(params: StructuredOutputsParams) -> tuple[str, str]:
+def json_grammar_text(grammar: xgr.Grammar, bound_numbers: bool = True) -> str:
+    """The EBNF of an xgrammar JSON / structural-tag grammar with strict strings and (unless
+    `bound_numbers` is False) bounded numbers."""
+    text = strict_json_strings(str(grammar))
+    return bound_number_rules(text) if bound_numbers else text
+
+
+def check_enforceable(schema: Any, where: str = "structured_outputs.json") -> None:
+    """ValueError naming each keyword of `schema` the grammar would not enforce (with its JSON
+    path), and how to accept it anyway."""
+    found = unenforced_keywords(schema)
+    if found:
+        raise ValueError(f"{where}: the grammar cannot enforce {'; '.join(found)}; remove it, "
+                         "or set structured_outputs.best_effort to accept unenforced keywords")
+
+
+def canonical_constraint(params: StructuredOutputsParams,
+                         bound_numbers: bool = True) -> tuple[str, str]:
     """(kind, canonical text) of a constraint; checks JSON schemas before xgrammar sees them."""
+    if params.is_options_only:
+        raise ValueError("structured_outputs has options but no constraint (json, json_object, "
+                         "regex, choice, grammar or structural_tag); options alone go with "
+                         "response_format or tool_choice in a chat request")
     kind = params.kind
     if kind == "json":
         schema = _load_json(params.json, "json")
         if not isinstance(schema, dict | bool):
             raise ValueError(f"structured_outputs.json must be a JSON schema object, got "
                              f"{_short(json.dumps(schema))}")
-        text = json.dumps(schema, separators=(",", ":"))
-        _check_schema(text)
-        return kind, text
+        _check_schema(json.dumps(schema, separators=(",", ":")))
+        if not params.best_effort:
+            check_enforceable(schema)
+        if bound_numbers:
+            schema = bound_schema_numbers(schema)
+        return kind, json.dumps(schema, separators=(",", ":"))
     if kind == "json_object":
         return kind, '{"type":"object"}'
     if kind == "choice":
         return kind, choice_ebnf(params.choice or [])
     if kind == "structural_tag":
         tag = _load_json(params.structural_tag, "structural_tag")
+        if not params.best_effort:
+            for schema, path in tag_schemas(tag):
+                check_enforceable(schema, f"structured_outputs.structural_tag{path}")
         if params.disable_any_whitespace:
             tag = bound_json_whitespace(tag)
+        if bound_numbers:
+            tag = bound_tag_numbers(tag)
         return kind, json.dumps(tag, separators=(",", ":"))
     return kind, str(getattr(params, kind))
 
@@ -123,6 +176,28 @@ def bound_json_whitespace(node: Any) -> Any:
     if node.get("type") == "json_schema":  # its "json_schema" value is a schema: keep it as is
         return {"max_whitespace_cnt": 1, **node} if node.get("max_whitespace_cnt") is None else node
     return {k: bound_json_whitespace(v) for k, v in node.items()}
+
+
+def tag_schemas(node: Any, path: str = "") -> list[tuple[Any, str]]:
+    """(schema, path) of each json_schema element of a structural tag."""
+    if isinstance(node, list):
+        return [found for i, v in enumerate(node) for found in tag_schemas(v, f"{path}/{i}")]
+    if not isinstance(node, dict):
+        return []
+    if node.get("type") == "json_schema":
+        return [(node.get("json_schema"), f"{path}/json_schema")]
+    return [found for k, v in node.items() for found in tag_schemas(v, f"{path}/{k}")]
+
+
+def bound_tag_numbers(node: Any) -> Any:
+    """A copy of a structural tag whose json_schema elements' numbers are bounded."""
+    if isinstance(node, list):
+        return [bound_tag_numbers(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if node.get("type") == "json_schema":
+        return {**node, "json_schema": bound_schema_numbers(node.get("json_schema"))}
+    return {k: bound_tag_numbers(v) for k, v in node.items()}
 
 
 def _load_json(value: Any, name: str) -> Any:

@@ -25,7 +25,17 @@ class RequestOutputKind(str, Enum):
 
 @dataclass(frozen=True)
 class StructuredOutputsParams:
-    """Exactly one constraint: json / json_object / regex / choice / grammar / structural_tag."""
+    """Exactly one constraint: json / json_object / regex / choice / grammar / structural_tag,
+    and options (all but the constraint are options).
+
+    bound_numbers: JSON numbers get at most 16 integer, 16 fraction and 3 exponent digits
+    (None: the engine's default, on). complete_before_max_tokens: when the tokens left only fit
+    the shortest valid completion, write it (JSON and tool-call constraints; None: the engine's
+    default, off); finish_reason stays "length", stop_reason is "completed_at_max_tokens".
+    best_effort: accept JSON-schema keywords the grammar does not enforce (else ValueError).
+    Options alone (no constraint) are only meaningful to the chat layer, which merges them into
+    the constraint of response_format / tool_choice.
+    """
 
     json: str | dict[str, Any] | None = None
     json_object: bool | None = None
@@ -36,9 +46,21 @@ class StructuredOutputsParams:
     disable_any_whitespace: bool = True
     enable_in_reasoning: bool = False
     jump_forward: bool = True  # write grammar-forced text in one forward (engine/jump_forward.py)
+    bound_numbers: bool | None = None
+    complete_before_max_tokens: bool | None = None
+    best_effort: bool = False
 
     def __post_init__(self) -> None:
         given = [name for name in self.kinds() if self._is_set(name)]
+        for name in ("bound_numbers", "complete_before_max_tokens"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, bool):
+                raise ValueError(f"structured_outputs.{name} must be a bool or None, got {value!r}")
+        if not isinstance(self.best_effort, bool):
+            raise ValueError(f"structured_outputs.best_effort must be a bool, got "
+                             f"{self.best_effort!r}")
+        if not given and self.is_options_only:
+            return
         if len(given) != 1:
             raise ValueError(
                 "structured_outputs needs exactly one of json, json_object, regex, choice, "
@@ -75,6 +97,23 @@ class StructuredOutputsParams:
     def _is_set(self, name: str) -> bool:
         value = getattr(self, name)
         return value is not None and value is not False
+
+    @property
+    def is_options_only(self) -> bool:
+        """No constraint, only options (bound_numbers, complete_before_max_tokens, best_effort)
+        for the chat layer to merge into its constraint."""
+        if any(self._is_set(name) for name in self.kinds()):
+            return False
+        return (self.bound_numbers is not None or self.complete_before_max_tokens is not None
+                or self.best_effort)
+
+    def options(self) -> dict[str, Any]:
+        """The options that were set, as keyword arguments for `dataclasses.replace`."""
+        out: dict[str, Any] = {k: getattr(self, k) for k in ("bound_numbers",
+                               "complete_before_max_tokens") if getattr(self, k) is not None}
+        if self.best_effort:
+            out["best_effort"] = True
+        return out
 
     @property
     def kind(self) -> str:

@@ -126,6 +126,8 @@ class _Chat:
                 "model": self.state.model_name, "choices": choices}
         if usage is not None:
             body["usage"] = usage
+        if self.prepared.unenforced_keywords:  # structured_outputs.best_effort
+            body["unenforced_keywords"] = self.prepared.unenforced_keywords
         return body
 
 

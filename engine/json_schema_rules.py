@@ -1,0 +1,211 @@
+"""What the JSON-schema grammar enforces, and bounded numbers.
+
+xgrammar (0.2.9) turns a schema into a grammar but drops some keywords without a word: an
+`uniqueItems` array repeats items, a `patternProperties` object repeats keys, `not` is ignored.
+`unenforced_keywords(schema)` walks a schema and lists every keyword the grammar would not
+enforce, with its JSON path (`"uniqueItems at /properties/tags"`); the compile step rejects such a
+schema with `ValueError` unless the request opts into best effort. The tables below are the
+result of generating with xgrammar 0.2.9 (tests/constrained/test_schema_keywords.py checks each
+row: enforced keywords validate, the others are rejected).
+
+`bound_schema_numbers(schema)` gives every integer / number with only one schema bound the other
+one (magnitude below 10**16), so xgrammar's range grammar keeps the digits finite; unbounded
+numbers are bounded in the grammar text (`bound_number_rules`): at most 16 integer digits, 16
+fraction digits and 3 exponent digits.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+MAX_INT_DIGITS = 16
+MAX_FRACTION_DIGITS = 16
+MAX_EXPONENT_DIGITS = 3
+_NUMBER_LIMIT = 10**MAX_INT_DIGITS - 1
+
+# Enforced by the grammar (outputs always satisfy them).
+ENFORCED = frozenset({
+    "type", "enum", "const", "properties", "required", "additionalProperties", "items",
+    "prefixItems", "minItems", "maxItems", "minLength", "maxLength", "pattern", "minimum",
+    "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minProperties",
+    "maxProperties", "anyOf", "$ref", "$defs", "definitions", "unevaluatedItems",
+    "unevaluatedProperties", "format",
+})
+# Annotations: they assert nothing about an instance, so there is nothing to enforce.
+ANNOTATIONS = frozenset({
+    "$schema", "$id", "$comment", "$vocabulary", "title", "description", "default", "examples",
+    "deprecated", "readOnly", "writeOnly", "contentEncoding", "contentMediaType",
+    "contentSchema",
+})
+# Not enforced by xgrammar 0.2.9: rejected unless the request asks for best effort.
+NOT_ENFORCED = {
+    "uniqueItems": "arrays may repeat items",
+    "contains": "the grammar does not require a matching item",
+    "minContains": "the grammar does not count matching items",
+    "maxContains": "the grammar does not count matching items",
+    "patternProperties": "keys may repeat and other keys may appear",
+    "propertyNames": "keys may repeat",
+    "dependentRequired": "ignored by the grammar",
+    "dependentSchemas": "ignored by the grammar",
+    "dependencies": "ignored by the grammar",
+    "if": "ignored by the grammar", "then": "ignored by the grammar",
+    "else": "ignored by the grammar",
+    "not": "ignored by the grammar",
+    "oneOf": "treated as anyOf (more than one branch may match)",
+    "allOf": "only the first branch's type is enforced",
+    "$anchor": "references to anchors are not resolved",
+    "$dynamicRef": "not resolved", "$dynamicAnchor": "not resolved",
+    "additionalItems": "not supported",
+}
+ENFORCED_FORMATS = frozenset({
+    "date-time", "date", "time", "duration", "email", "hostname", "ipv4", "ipv6", "uri",
+    "uri-reference", "uuid", "uri-template", "json-pointer", "relative-json-pointer",
+})
+# draft 2020-12 formats the grammar accepts anything for: idn-email, idn-hostname, iri,
+# iri-reference, regex (and any format it does not know).
+
+_ONE_SCHEMA = ("additionalProperties", "items", "contains", "propertyNames", "if", "then", "else",
+               "not", "unevaluatedItems", "unevaluatedProperties", "additionalItems",
+               "contentSchema")
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_LISTS = ("prefixItems", "allOf", "anyOf", "oneOf")
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def subschemas(schema: Any, path: str = "") -> Iterator[tuple[dict[str, Any], str]]:
+    """Every schema object inside `schema` (itself included) with its JSON pointer."""
+    if not isinstance(schema, dict):
+        return
+    yield schema, path
+    for key in _ONE_SCHEMA:
+        value = schema.get(key)
+        if isinstance(value, dict):
+            yield from subschemas(value, f"{path}/{key}")
+        elif isinstance(value, list) and key in ("items", "additionalItems"):
+            for i, item in enumerate(value):
+                yield from subschemas(item, f"{path}/{key}/{i}")
+    for key in _SCHEMA_MAPS:
+        value = schema.get(key)
+        if isinstance(value, dict):
+            for name, sub in value.items():
+                yield from subschemas(sub, f"{path}/{key}/{_escape(name)}")
+    for key in _SCHEMA_LISTS:
+        value = schema.get(key)
+        if isinstance(value, list):
+            for i, sub in enumerate(value):
+                yield from subschemas(sub, f"{path}/{key}/{i}")
+    deps = schema.get("dependencies")
+    if isinstance(deps, dict):
+        for name, sub in deps.items():
+            yield from subschemas(sub, f"{path}/dependencies/{_escape(name)}")
+
+
+def unenforced_keywords(schema: Any) -> list[str]:
+    """`"<keyword> at <json path> (<why>)"` for every keyword the grammar would not enforce."""
+    found = []
+    for sub, path in subschemas(schema):
+        where = path or "/"
+        for key, value in sub.items():
+            why = _why_unenforced(sub, key, value)
+            if why is not None:
+                found.append(f"{key} at {where} ({why})")
+    return found
+
+
+def _why_unenforced(sub: dict[str, Any], key: str, value: Any) -> str | None:
+    if key in NOT_ENFORCED:
+        if key == "uniqueItems" and value is not True:
+            return None
+        if key == "allOf" and isinstance(value, list) and len(value) <= 1:
+            return None
+        return NOT_ENFORCED[key]
+    types = sub.get("type")
+    types = {t for t in types if isinstance(t, str)} if isinstance(types, list) else {types}
+    numeric = bool(types & {"integer", "number"})
+    if key in _BOUNDS + ("multipleOf",) and not numeric:
+        return "applies to numbers, but the schema has no numeric type, so it is not enforced"
+    if key == "multipleOf":
+        if "integer" not in types or not isinstance(value, int) or isinstance(value, bool):
+            return "enforced only for integers with an integer divisor"
+        if any(b in sub for b in _BOUNDS):
+            return "ignored by the grammar when the integer also has bounds"
+    if key == "format" and value not in ENFORCED_FORMATS:
+        return "the grammar does not check this format"
+    if key == "additionalProperties" and value is not False and value is not None:
+        return "keys under additionalProperties may repeat"
+    if key == "$ref" and not (isinstance(value, str) and value.startswith("#")):
+        return "only local references (#...) are resolved"
+    if key == "required" and isinstance(value, list):
+        props = sub.get("properties") if isinstance(sub.get("properties"), dict) else {}
+        extra = sub.get("additionalProperties")
+        missing = [n for n in value if n not in props]
+        if missing and (extra is False or extra is None):
+            return f"names {missing} that are not in properties: the grammar never writes them"
+    return None
+
+
+def bound_schema_numbers(schema: Any) -> Any:
+    """A copy of `schema` where each integer/number with one bound gets the other (|x| < 1e16).
+
+    A schema bound takes precedence; a side is left open when the default would contradict it
+    (e.g. `minimum: 1e20`), and `multipleOf` integers keep no range (xgrammar drops multipleOf
+    when a range is given). Schemas with no bound at all keep xgrammar's number rules, which
+    `bound_number_rules` bounds."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key in _ONE_SCHEMA:
+        value = schema.get(key)
+        if isinstance(value, dict):
+            out[key] = bound_schema_numbers(value)
+        elif isinstance(value, list) and key in ("items", "additionalItems"):
+            out[key] = [bound_schema_numbers(v) for v in value]
+    for key in _SCHEMA_MAPS + ("dependencies",):
+        if isinstance(schema.get(key), dict):
+            out[key] = {n: bound_schema_numbers(s) for n, s in schema[key].items()}
+    for key in _SCHEMA_LISTS:
+        if isinstance(schema.get(key), list):
+            out[key] = [bound_schema_numbers(v) for v in schema[key]]
+    types = schema.get("type")
+    types = {t for t in types if isinstance(t, str)} if isinstance(types, list) else {types}
+    if not types & {"integer", "number"} or "multipleOf" in schema:
+        return out
+    low = [schema[k] for k in ("minimum", "exclusiveMinimum") if _is_num(schema.get(k))]
+    high = [schema[k] for k in ("maximum", "exclusiveMaximum") if _is_num(schema.get(k))]
+    if low and not high and max(low) < _NUMBER_LIMIT:
+        out["maximum"] = _NUMBER_LIMIT
+    if high and not low and min(high) > -_NUMBER_LIMIT:
+        out["minimum"] = -_NUMBER_LIMIT
+    return out
+
+
+_RULE_REWRITES = [
+    # integer part: one nonzero digit and at most 15 more
+    (re.compile(r"^(basic_integer|basic_number_2) ::= (.*)\[1-9\] \[0-9\]\*(.*)$"),
+     rf"\1 ::= \2[1-9] [0-9]{{0, {MAX_INT_DIGITS - 1}}}\3"),
+    (re.compile(r"^(basic_number_3 ::= .*\"\.\" basic_number_digits)\{1, -1\}(.*)$"),
+     rf"\1{{1, {MAX_FRACTION_DIGITS}}}\2"),
+    (re.compile(r"^(basic_number_5 ::= .*\[eE\] basic_number_4 basic_number_digits)\{1, -1\}(.*)$"),
+     rf"\1{{1, {MAX_EXPONENT_DIGITS}}}\2"),
+]
+
+
+def bound_number_rules(ebnf: str) -> str:
+    """xgrammar's JSON grammar text with its number rules bounded (see the module docstring)."""
+    lines = ebnf.split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith("basic_"):
+            for pattern, repl in _RULE_REWRITES:
+                line = pattern.sub(repl, line)
+            lines[i] = line
+    return "\n".join(lines)
+
+
+def _is_num(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _escape(name: str) -> str:
+    return str(name).replace("~", "~0").replace("/", "~1")
