@@ -25,6 +25,7 @@ from thinkgate.engine.scheduler import Scheduler
 from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.slot_cache import SlotKVCache
 from thinkgate.engine.structured_output import StructuredOutputHook
+from thinkgate.engine.token_trace import trace_after, trace_before
 from thinkgate.engine.tokenizer import eos_token_ids, load_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -229,8 +230,12 @@ class LLMEngine:
         self.num_step_seqs += len(batch.seqs)
         fill = self.structured_output.start_fill(batch.seqs)
         logits = self.runner.forward(batch)
-        sampled = self.sampler(logits, batch.seqs, self.structured_output.finish_fill(fill))
+        gate = self.structured_output.finish_fill(fill)
+        trace = trace_before(batch.seqs, gate, self.vocab_size)  # None unless a row asked
+        sampled = self.sampler(logits, batch.seqs, gate)
         self.structured_output.accept(batch.seqs, sampled.token_ids, sampled.reasoning)
+        if trace is not None:
+            trace_after(trace, batch.seqs, sampled.token_ids)
         self._record(batch.seqs, sampled)
         self.scheduler.postprocess(batch.seqs, sampled.token_ids)
         return self._collect_outputs(batch.seqs)
@@ -277,6 +282,7 @@ class LLMEngine:
             text = "".join(chunks[request.emitted_chunks[i] :] if delta else chunks)
             token_ids = seq.token_ids[seq.num_prompt_tokens + start_tok :]
             logprobs = seq.logprobs[start_tok:] if seq.logprobs is not None else None
+            trace = seq.trace[start_tok:] if seq.trace is not None else None
             request.emitted_chunks[i] = len(chunks)
             seq.num_emitted_tokens = seq.num_output_tokens
             completions.append(
@@ -288,6 +294,7 @@ class LLMEngine:
                     logprobs=logprobs,
                     finish_reason=seq.finish_reason,
                     stop_reason=seq.stop_reason,
+                    trace=trace,
                 )
             )
         return RequestOutput(

@@ -62,6 +62,7 @@ class Sequence:
             params.has_penalties or params.logit_bias or params.min_tokens
         )
         self.force_finish: tuple[str, int | str | None] | None = None  # set by hooks
+        self.trace: list[Any] | None = [] if params.token_trace else None  # engine/token_trace.py
 
     @property
     def num_tokens(self) -> int:

@@ -16,6 +16,7 @@ from thinkgate.api.server.basic import add_basic_routes
 from thinkgate.api.server.middleware import AuthMiddleware, CountMiddleware, install_error_handlers
 from thinkgate.api.server.openai_chat import router as chat_router
 from thinkgate.api.server.openai_completions import router as completions_router
+from thinkgate.api.server.playground import router as playground_router
 from thinkgate.api.server.state import ServerConfig, ServerState
 
 __all__ = ["ServerConfig", "ServerState", "build_app"]
@@ -47,5 +48,6 @@ def build_app(state: ServerState) -> FastAPI:
     )
     app.include_router(chat_router)
     app.include_router(completions_router)
+    app.include_router(playground_router)
     add_basic_routes(app, state)
     return app
