@@ -185,6 +185,7 @@ def test_playground_in_a_browser(browser: Any, server: Any, tmp_path: Path) -> N
     switch = reply.find_elements(By.CSS_SELECTOR, ".trace .tok.ended")
     assert len(switch) == 1 and switch[0].text == "</think>"
 
+    browser.execute_script("document.getElementById('controls').scrollTop = 0")
     shot = Path(os.environ.get("THINKGATE_SCREENSHOT") or tmp_path / "playground.png")
     shot.parent.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 0
