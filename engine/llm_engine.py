@@ -81,6 +81,7 @@ class LLMEngine:
             structured_output = ConstrainedDecoding.for_engine(self, config.reasoning_parser)
         self.structured_output = structured_output
         self.requests: dict[str, Request] = {}
+        self.num_traced_requests = 0  # with token_trace: while 0, a step does no trace work
         self.num_steps = 0  # forward passes run, and the sequences they carried in all
         self.num_step_seqs = 0
         self._rng = random.Random(config.seed)
@@ -183,6 +184,7 @@ class LLMEngine:
             request.seqs.append(seq)
             request.emitted_chunks.append(0)
         self.requests[request_id] = request
+        self.num_traced_requests += params.token_trace
         for seq in request.seqs:
             self.scheduler.add(seq)
 
@@ -210,6 +212,7 @@ class LLMEngine:
         request = self.requests.pop(request_id, None)
         if request is None:
             return None
+        self.num_traced_requests -= request.params.token_trace
         self.scheduler.abort(request.seqs)
         for seq in request.seqs:
             self.structured_output.remove(seq)
@@ -231,7 +234,8 @@ class LLMEngine:
         fill = self.structured_output.start_fill(batch.seqs)
         logits = self.runner.forward(batch)
         gate = self.structured_output.finish_fill(fill)
-        trace = trace_before(batch.seqs, gate, self.vocab_size)  # None unless a row asked
+        trace = (trace_before(batch.seqs, gate, self.vocab_size)  # None unless a row asked
+                 if self.num_traced_requests else None)
         sampled = self.sampler(logits, batch.seqs, gate)
         self.structured_output.accept(batch.seqs, sampled.token_ids, sampled.reasoning)
         if trace is not None:
@@ -266,6 +270,7 @@ class LLMEngine:
             finished = request.finished
             if finished:
                 del self.requests[seq.request_id]
+                self.num_traced_requests -= request.params.token_trace
                 for s in request.seqs:
                     self.structured_output.remove(s)
             elif request.params.output_kind is RequestOutputKind.FINAL_ONLY:

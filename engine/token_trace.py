@@ -13,8 +13,8 @@ sample appends one `TraceEntry`:
     ended_thinking  this token completed the end marker: the gate switched to answering here
 
 The engine calls `trace_before` after the mask is filled and before sampling, and `trace_after`
-once the gate's new state is read back. A batch without a traced sequence costs one pass over
-its rows that finds none; nothing is computed, copied or sent for untraced requests.
+once the gate's new state is read back, and only while some request is traced
+(`LLMEngine.num_traced_requests`); nothing is computed, copied or sent for untraced requests.
 """
 
 from __future__ import annotations

@@ -82,6 +82,16 @@ def test_each_sample_has_its_own_trace(llm: Any) -> None:
     out = llm.generate([req.prompt_token_ids], [req.sampling_params], use_tqdm=False)[0]
     for sample in out.outputs:
         assert [e[0] for e in sample.trace] == sample.token_ids
+    assert llm.llm_engine.num_traced_requests == 0  # finished: steps trace nothing again
+
+
+def test_an_aborted_traced_request_stops_the_tracing(llm: Any) -> None:
+    engine = llm.llm_engine
+    engine.add_request("traced-abort", [10, 11, 12], SamplingParams(max_tokens=4,
+                                                                    token_trace=True))
+    assert engine.num_traced_requests == 1
+    engine.abort_request("traced-abort")
+    assert engine.num_traced_requests == 0 and not engine.has_unfinished_requests()
 
 
 def test_token_trace_must_be_a_bool() -> None:
