@@ -10,7 +10,9 @@ Variants: `off` (no request traced), `on` (every request traced) and, with `--ba
 `base` (the same run on an older checkout, e.g. `git archive <commit> | tar -x -C DIR/thinkgate`,
 so "off" can be compared with the code before the trace existed). Each variant is a worker
 process of its own (its own engine); each cell is the median over `--repeats` runs, the
-variants alternating run by run (so load from other jobs hits them alike), after one warm-up. The clock is the
+variants alternating run by run, their order rotating (so load from other jobs and any
+first-or-last effect hit them alike), after one warm-up; `--fresh` starts new workers for
+every repeat. The clock is the
 worker's CPU time (`time.process_time`), not wall time.
 
     python -m thinkgate.benchmarks.bench_trace [--batches 1 8 32] [--repeats 5] [--base-tree DIR]
@@ -107,6 +109,12 @@ def _time(proc: subprocess.Popen[str], workload: str, batch: int) -> float:
     return 1e3 * row["cpu_s"] / row["tokens"]  # CPU ms per token
 
 
+def _stop(procs: dict[str, subprocess.Popen[str]]) -> None:
+    for proc in procs.values():
+        proc.stdin.close()
+        proc.wait()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
@@ -115,6 +123,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--base-tree", default=None,
                     help="PYTHONPATH of an older checkout to time as variant 'base'")
+    ap.add_argument("--fresh", action="store_true",
+                    help="new worker processes every repeat (a worker process's own speed, "
+                         "e.g. where its memory landed, then averages out; an A/A run with "
+                         "--base-tree set to this tree showed 6%% between two long-lived ones)")
     ap.add_argument("--json", default=None, help="write the rows here")
     ap.add_argument("--worker", nargs=3, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -131,8 +143,11 @@ def main() -> None:
     for workload in args.workloads:
         for batch in args.batches:
             runs: dict[str, list[float]] = {v: [] for v in variants}
-            for _ in range(args.repeats):
-                for v in variants:
+            for r in range(args.repeats):
+                if args.fresh and r:
+                    _stop(procs)
+                    procs = {v: _start(args, v) for v in variants}
+                for v in variants[r % len(variants):] + variants[: r % len(variants)]:
                     runs[v].append(_time(procs[v], workload, batch))
             med = {v: statistics.median(r) for v, r in runs.items()}
             spread = max((max(r) - min(r)) / statistics.median(r) for r in runs.values())
@@ -141,9 +156,7 @@ def main() -> None:
                   + f" | {base} | {med['on'] / med['off']:.3f} | {spread:.0%} |", flush=True)
             rows.append({"workload": workload, "batch": batch, "median_ms_per_token": med,
                          "runs": runs})
-    for proc in procs.values():
-        proc.stdin.close()
-        proc.wait()
+    _stop(procs)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 
