@@ -1,7 +1,8 @@
 """The playground page at `/`: static HTML, CSS and JS from api/static/, nothing from elsewhere.
 
     GET /                           the page (chat over /v1/chat/completions, token trace strip)
-    GET /playground/{file}          its script and style sheet
+    GET /playground/{file}          its scripts (reply.js: one reply's rendering; playground.js:
+                                    controls, request, SSE) and style sheet
     GET /playground/defaults.json   what the page preloads: the demo model's example tools and
                                     a JSON schema to start the response_format editor from
 
@@ -21,7 +22,8 @@ from thinkgate.api.errors import APIError
 
 router = APIRouter()
 
-_ASSETS = {"playground.js": "text/javascript", "playground.css": "text/css"}
+_ASSETS = {"playground.js": "text/javascript", "reply.js": "text/javascript",
+           "playground.css": "text/css"}
 OPEN_PATHS = ("/", "/playground/defaults.json", *(f"/playground/{name}" for name in _ASSETS))
 
 EXAMPLE_SCHEMA = {
