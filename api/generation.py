@@ -33,6 +33,7 @@ class SampleDelta:
     logprobs: list[dict[int, Logprob]] | None = None
     finish_reason: str | None = None
     stop_reason: int | str | None = None
+    trace: list[tuple] | None = None  # engine/token_trace.py entries, when the request asked
 
 
 @dataclass
@@ -89,7 +90,8 @@ def _deltas(out: RequestOutput, run: RequestRun) -> list[SampleDelta]:
         if comp.text or comp.token_ids or comp.finish_reason is not None:
             lps = list(comp.logprobs) if comp.logprobs else None
             deltas.append(SampleDelta(comp.index, comp.text, list(comp.token_ids), lps,
-                                      comp.finish_reason, comp.stop_reason))
+                                      comp.finish_reason, comp.stop_reason,
+                                      list(comp.trace) if comp.trace else None))
     return deltas
 
 
@@ -104,12 +106,15 @@ def _coalesce(deltas: list[SampleDelta]) -> list[SampleDelta]:
         if m is None:
             merged[d.index] = SampleDelta(d.index, d.text, list(d.token_ids),
                                           list(d.logprobs) if d.logprobs else None,
-                                          d.finish_reason, d.stop_reason)
+                                          d.finish_reason, d.stop_reason,
+                                          list(d.trace) if d.trace else None)
             continue
         m.text += d.text
         m.token_ids += d.token_ids
         if d.logprobs:
             m.logprobs = (m.logprobs or []) + list(d.logprobs)
+        if d.trace:
+            m.trace = (m.trace or []) + list(d.trace)
         m.finish_reason, m.stop_reason = d.finish_reason, d.stop_reason
     return list(merged.values())
 

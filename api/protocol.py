@@ -84,6 +84,15 @@ class StructuredOutputs(_Strict):
     best_effort: bool = False
 
 
+class ThinkgateOptions(_Strict):
+    """thinkgate's own chat extension, `"thinkgate": {...}` in the body (absent: no effect).
+
+    trace: stream, per generated token, what the grammar and the reasoning gate did
+    (`choices[i].thinkgate.trace`; api/token_trace.py)."""
+
+    trace: bool = False
+
+
 class ChatMessage(_Open):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[dict[str, Any]] | None = None
@@ -162,6 +171,7 @@ class ChatCompletionRequest(_SamplingFields):
     include_reasoning: bool = True
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
     thinking_token_budget: int | None = Field(default=None, ge=0)
+    thinkgate: ThinkgateOptions | None = None
     # Accepted for OpenAI compatibility and ignored (no effect on a local model).
     store: bool | None = None
     metadata: dict[str, str] | None = None

@@ -96,7 +96,9 @@ class ConstrainedDecoding(StructuredOutputHook):
             raise ValueError("thinking_token_budget needs a reasoning parser "
                              "(LLM(reasoning_parser=...) / --reasoning-parser)")
         gate = None
-        if self.end_ids and (structured is not None or params.thinking_token_budget is not None):
+        wants_gate = (structured is not None or params.thinking_token_budget is not None
+                      or params.token_trace)  # a traced row reports where thinking ends
+        if self.end_ids and wants_gate:
             prompt = seq.token_ids[: seq.num_prompt_tokens]
             answered = self.reasoning.is_reasoning_end(prompt, self.tokenizer)
             gate = RowGate(list(self.end_ids), answered, params.thinking_token_budget,

@@ -264,21 +264,24 @@ class _OutputView:
     def update(self, item: PackedOutput) -> RequestOutput | None:
         _, finished, completions = item
         if self.kind is RequestOutputKind.DELTA:
-            outs = [CompletionOutput(i, text, list(ids), cum, lps, reason, stop)
-                    for i, text, ids, cum, lps, reason, stop in completions]
+            outs = [CompletionOutput(i, text, list(ids), cum, lps, reason, stop, trace)
+                    for i, text, ids, cum, lps, reason, stop, trace in completions]
             return RequestOutput(self.request_id, self.prompt, self.prompt_ids, outs, finished)
-        for i, text, ids, cum, lps, reason, stop in completions:
+        for i, text, ids, cum, lps, reason, stop, trace in completions:
             seen = self.samples.setdefault(i, CompletionOutput(i, "", [], None, None))
             seen.text += text
             seen.token_ids.extend(ids)
             seen.cumulative_logprob = cum
             if lps is not None:
                 seen.logprobs = (seen.logprobs or []) + list(lps)
+            if trace is not None:
+                seen.trace = (seen.trace or []) + list(trace)
             seen.finish_reason, seen.stop_reason = reason, stop
         if self.kind is RequestOutputKind.FINAL_ONLY and not finished:
             return None
         outs = [CompletionOutput(c.index, c.text, list(c.token_ids), c.cumulative_logprob,
                                  list(c.logprobs) if c.logprobs is not None else None,
-                                 c.finish_reason, c.stop_reason)
+                                 c.finish_reason, c.stop_reason,
+                                list(c.trace) if c.trace is not None else None)
                 for _, c in sorted(self.samples.items())]
         return RequestOutput(self.request_id, self.prompt, self.prompt_ids, outs, finished)

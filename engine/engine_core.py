@@ -9,7 +9,7 @@
                      ("many", [message, ...])               several of the above, in order
 
 A packed output is `(request_id, finished, [(index, text, token_ids, cumulative_logprob,
-logprobs, finish_reason, stop_reason), ...])`: only what the step added (DELTA outputs), never
+logprobs, finish_reason, stop_reason, trace), ...])` (trace: None unless the request asked): only what the step added (DELTA outputs), never
 the prompt, so a message costs what the step produced. The core never waits for the parent
 while it has work: commands are read between steps (`poll(0)`), and messages leave through a
 sender thread, which sends whatever queued up while the pipe was busy as one "many" message
@@ -28,7 +28,7 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-CompletionTuple = tuple[int, str, list[int], float | None, Any, str | None, Any]
+CompletionTuple = tuple[int, str, list[int], float | None, Any, str | None, Any, Any]
 PackedOutput = tuple[str, bool, list[CompletionTuple]]
 
 
@@ -36,7 +36,7 @@ def pack(output: Any) -> PackedOutput:
     """A RequestOutput's per-step part as plain tuples."""
     return (output.request_id, output.finished,
             [(c.index, c.text, c.token_ids, c.cumulative_logprob, c.logprobs, c.finish_reason,
-              c.stop_reason) for c in output.outputs])
+              c.stop_reason, c.trace) for c in output.outputs])
 
 
 def run_engine_core(conn: Any, spec: dict[str, Any]) -> None:

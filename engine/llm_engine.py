@@ -31,6 +31,7 @@ from thinkgate.engine.scheduler import Scheduler
 from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.slot_cache import SlotKVCache
 from thinkgate.engine.structured_output import StructuredOutputHook
+from thinkgate.engine.token_trace import trace_after, trace_before
 from thinkgate.engine.tokenizer import eos_token_ids, load_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -87,6 +88,7 @@ class LLMEngine:
             structured_output = ConstrainedDecoding.for_engine(self, config.reasoning_parser)
         self.structured_output = structured_output
         self.requests: dict[str, Request] = {}
+        self.num_traced_requests = 0  # with token_trace: while 0, a step does no trace work
         self.num_steps = 0  # forward passes run, and the sequences they carried in all
         self.num_step_seqs = 0
         self._rng = random.Random(config.seed)
@@ -205,6 +207,7 @@ class LLMEngine:
             request.seqs.append(seq)
             request.emitted_chunks.append(0)
         self.requests[request_id] = request
+        self.num_traced_requests += params.token_trace
         for seq in request.seqs:
             self.scheduler.add(seq)
 
@@ -232,6 +235,7 @@ class LLMEngine:
         request = self.requests.pop(request_id, None)
         if request is None:
             return None
+        self.num_traced_requests -= request.params.token_trace
         self.scheduler.abort(request.seqs)
         for seq in request.seqs:
             self.structured_output.remove(seq)
@@ -252,9 +256,14 @@ class LLMEngine:
         self.num_step_seqs += len(batch.seqs)
         fill = self.structured_output.start_fill(batch.seqs)
         logits = self.runner.forward(batch)
-        sampled = self.sampler(logits, batch.seqs, self.structured_output.finish_fill(fill))
+        gate = self.structured_output.finish_fill(fill)
+        trace = (trace_before(batch.seqs, gate, self.vocab_size)  # None unless a row asked
+                 if self.num_traced_requests else None)
+        sampled = self.sampler(logits, batch.seqs, gate)
         self.structured_output.accept(batch.seqs, sampled.token_ids, sampled.reasoning)
         self._record_forced(batch.seqs)
+        if trace is not None:
+            trace_after(trace, batch.seqs, sampled.token_ids)
         self._record(batch.seqs, sampled)
         self.scheduler.postprocess(batch.seqs, sampled.token_ids)
         self._drop_unused_logprobs(batch.seqs)
@@ -271,6 +280,8 @@ class LLMEngine:
             if seq.output_counts is not None:
                 for token in seq.forced_ids:
                     seq.output_counts[token] += 1
+            if seq.trace is not None:  # the grammar allowed one way on: masked, 1 allowed
+                seq.trace.extend((token, True, 1, False, False, False) for token in seq.forced_ids)
             logits = self.runner.forced_logits.get(row)
             if logits is None or seq.logprobs is None:
                 continue
@@ -281,8 +292,10 @@ class LLMEngine:
 
     def _drop_unused_logprobs(self, seqs: list[Sequence]) -> None:
         """A stop rule inside a row's forced ids drops the token sampled after them: its
-        logprob entry goes too."""
+        logprob entry (and trace entry) goes too."""
         for seq in seqs:
+            if seq.trace is not None and len(seq.trace) > seq.num_output_tokens:
+                del seq.trace[seq.num_output_tokens:]
             entries = seq.logprobs
             if entries is not None and len(entries) > seq.num_output_tokens:
                 for entry in entries[seq.num_output_tokens:]:
@@ -315,6 +328,7 @@ class LLMEngine:
             finished = request.finished
             if finished:
                 del self.requests[seq.request_id]
+                self.num_traced_requests -= request.params.token_trace
                 for s in request.seqs:
                     self.structured_output.remove(s)
             elif request.params.output_kind is RequestOutputKind.FINAL_ONLY:
@@ -331,6 +345,7 @@ class LLMEngine:
             text = "".join(chunks[request.emitted_chunks[i] :] if delta else chunks)
             token_ids = seq.token_ids[seq.num_prompt_tokens + start_tok :]
             logprobs = seq.logprobs[start_tok:] if seq.logprobs is not None else None
+            trace = seq.trace[start_tok:] if seq.trace is not None else None
             request.emitted_chunks[i] = len(chunks)
             seq.num_emitted_tokens = seq.num_output_tokens
             completions.append(
@@ -342,6 +357,7 @@ class LLMEngine:
                     logprobs=logprobs,
                     finish_reason=seq.finish_reason,
                     stop_reason=seq.stop_reason,
+                    trace=trace,
                 )
             )
         return RequestOutput(

@@ -148,6 +148,9 @@ class SamplingParams:
     thinking_token_budget: int | None = None
     output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
     extra_args: dict[str, Any] | None = field(default=None, compare=False)
+    # thinkgate's own: record per token what the grammar and the reasoning gate did
+    # (engine/token_trace.py; `CompletionOutput.trace`)
+    token_trace: bool = False
 
     def __post_init__(self) -> None:
         self._check_ints()
@@ -160,6 +163,8 @@ class SamplingParams:
                 "structured_outputs must be a StructuredOutputsParams, got "
                 f"{type(self.structured_outputs).__name__}"
             )
+        if not isinstance(self.token_trace, bool):
+            raise ValueError(f"token_trace must be a bool, got {self.token_trace!r}")
         if not isinstance(self.output_kind, RequestOutputKind):
             try:
                 object.__setattr__(self, "output_kind", RequestOutputKind(self.output_kind))

@@ -66,6 +66,7 @@ class Sequence:
         # matcher; the next forward computes them with that token, and they become output
         # tokens (before that step's sampled one) in the scheduler's postprocess
         self.forced_ids: list[int] = []
+        self.trace: list[Any] | None = [] if params.token_trace else None  # engine/token_trace.py
 
     @property
     def num_tokens(self) -> int:

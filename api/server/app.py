@@ -19,6 +19,7 @@ from thinkgate.api.server.openai_batches import add_batch_routes
 from thinkgate.api.server.openai_chat import router as chat_router
 from thinkgate.api.server.openai_completions import router as completions_router
 from thinkgate.api.server.openai_responses import router as responses_router
+from thinkgate.api.server.playground import router as playground_router
 from thinkgate.api.server.state import ServerConfig, ServerState
 
 __all__ = ["ServerConfig", "ServerState", "build_app"]
@@ -55,5 +56,6 @@ def build_app(state: ServerState) -> FastAPI:
     app.include_router(responses_router)
     app.include_router(messages_router)
     batches = add_batch_routes(app, state)
+    app.include_router(playground_router)
     add_basic_routes(app, state)
     return app

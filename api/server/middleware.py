@@ -17,9 +17,10 @@ from thinkgate.api.anthropic_errors import (
 from thinkgate.api.errors import APIError, error_body
 from thinkgate.api.metrics import ServerMetrics
 from thinkgate.api.server.helpers import error_response
+from thinkgate.api.server.playground import OPEN_PATHS as PLAYGROUND_PATHS
 from thinkgate.engine.errors import EngineDeadError
 
-_OPEN_PATHS = ("/health", "/metrics", "/ping")
+_OPEN_PATHS = ("/health", "/metrics", "/ping", *PLAYGROUND_PATHS)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -28,6 +28,7 @@ from thinkgate.api.protocol import ChatCompletionRequest, TokenizeRequest
 from thinkgate.api.sampling import build_sampling_params, sampling_kwargs
 from thinkgate.api.server.helpers import full_response, parse_body, stream_response
 from thinkgate.api.server.state import ServerState
+from thinkgate.api.token_trace import trace_field
 from thinkgate.engine.outputs import CompletionOutput
 
 router = APIRouter()
@@ -80,6 +81,8 @@ class _Chat:
         ids = self.prepared.prompt_token_ids
         max_new = check_length(len(ids), limit, state.max_model_len)
         self.params = dataclasses.replace(self.prepared.sampling_params, max_tokens=max_new)
+        if req.thinkgate is not None and req.thinkgate.trace:
+            self.params = dataclasses.replace(self.params, token_trace=True)
         self.run = RequestRun(self.id, len(ids))
         self.token_ids: dict[int, list[int]] = {}
         self.chunk_prefix: str | None = None
@@ -141,6 +144,8 @@ async def _full(c: _Chat) -> dict[str, Any]:
             a.token_ids += d.token_ids
             a.logprobs += d.logprobs or []
             a.finish_reason, a.stop_reason = d.finish_reason, d.stop_reason
+            if d.trace:
+                a.trace = (a.trace or []) + d.trace
     choices = []
     for index, a in sorted(acc.items()):
         c.token_ids[index] = a.token_ids
@@ -152,12 +157,16 @@ async def _full(c: _Chat) -> dict[str, Any]:
             message.pop("tool_calls", None)
         choices.append({"index": index, "message": message, "logprobs": c.logprobs(a),
                         "finish_reason": choice.finish_reason, "stop_reason": a.stop_reason})
+        if c.params.token_trace:
+            choices[-1].update(trace_field(c.state.tokenizer, a.trace or []))
     return c.envelope("chat.completion", choices, c.usage())
 
 
 def _chunk(c: _Chat, index: int, delta: dict[str, Any], finish: str | None = None,
-           logprobs: dict | None = None) -> str:
+           logprobs: dict | None = None, extra: dict[str, Any] | None = None) -> str:
     choice = {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
+    if extra:
+        choice.update(extra)
     if c.chunk_prefix is None:  # the envelope is the same for every chunk: serialize it once
         head = json.dumps(c.envelope("chat.completion.chunk", [], None))
         c.chunk_prefix = "data: " + head[: -len("[]}")] + "["
@@ -189,6 +198,9 @@ async def _stream(c: _Chat, first: tuple[int, list[SampleDelta]] | None,
                     logprobs = None
             if logprobs is not None and logprobs["content"]:
                 events.append(_chunk(c, d.index, {}, logprobs=logprobs))
+            if d.trace:
+                events.append(_chunk(c, d.index, {}, extra=trace_field(c.state.tokenizer,
+                                                                       d.trace)))
             if d.finish_reason is not None:
                 events.append(_chunk(c, d.index, {}, finish=reason))
         if events:
