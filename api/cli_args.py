@@ -68,6 +68,9 @@ def add_model_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     p.add_argument("--prefill-delay-steps", type=int, default=0,
                    help="decode steps a few new requests may wait so that they are prefilled "
                         "together while others decode (0: prefill each arrival at once)")
+    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
+                   default=True, help="reuse the KV of cached prompt prefixes (default on; "
+                   "--no-enable-prefix-caching turns it off)")
     p.add_argument("--engine-in-process", action="store_true",
                    help="run the engine's step loop on a thread of this process (default: the "
                         "engine core runs in a process of its own)")

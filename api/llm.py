@@ -35,6 +35,7 @@ class LLM:
         kv_cache_memory_bytes: int | None = None,
         gpu_memory_utilization: float = 0.9,
         kv_layout: str = "auto",
+        enable_prefix_caching: bool = True,
         **kwargs: Any,
     ) -> None:
         unknown = set(kwargs) - {"reasoning_parser", "tool_call_parser", "trust_remote_code"}
@@ -57,6 +58,7 @@ class LLM:
             kv_cache_memory_bytes=kv_cache_memory_bytes,
             gpu_memory_utilization=gpu_memory_utilization,
             kv_layout=kv_layout,
+            enable_prefix_caching=enable_prefix_caching,
             trust_remote_code=bool(kwargs.get("trust_remote_code", False)),
             reasoning_parser=kwargs.get("reasoning_parser"),
         )

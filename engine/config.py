@@ -90,6 +90,8 @@ class EngineConfig:
     reasoning_parser: str | None = None  # its end-of-thinking marker gates the grammar (issue 7)
     # decode steps a few new arrivals may wait to be prefilled together (see scheduler.py)
     prefill_delay_steps: int = 0
+    # reuse the K/V of cached prompt prefixes (block_manager.py); vLLM's name and default
+    enable_prefix_caching: bool = True
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES and not isinstance(self.dtype, torch.dtype):
@@ -118,6 +120,9 @@ class EngineConfig:
         if not isinstance(self.prefill_delay_steps, int) or self.prefill_delay_steps < 0:
             raise ValueError(
                 f"prefill_delay_steps must be an int >= 0, got {self.prefill_delay_steps!r}")
+        if not isinstance(self.enable_prefix_caching, bool):
+            raise ValueError(
+                f"enable_prefix_caching must be a bool, got {self.enable_prefix_caching!r}")
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an int, got {self.seed!r}")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from thinkgate.engine.kv_cache import KVCache, build_attention_metadata
 from thinkgate.engine.model_loader import LoadedModel
+from thinkgate.engine.row_prefix_store import RowPrefixStore
 from thinkgate.engine.scheduler import ScheduledBatch
 from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.slot_cache import SlotKVCache
@@ -17,10 +18,15 @@ from thinkgate.engine.slot_cache import SlotKVCache
 
 class ModelRunner:
     def __init__(
-        self, loaded: LoadedModel, kv_cache: KVCache | SlotKVCache, device: torch.device
+        self,
+        loaded: LoadedModel,
+        kv_cache: KVCache | SlotKVCache,
+        device: torch.device,
+        row_store: RowPrefixStore | None = None,
     ) -> None:
         self.model = loaded.model
         self.kv_cache = kv_cache
+        self.row_store = row_store  # contiguous layout with prefix caching
         self.device = device
         self.contiguous = isinstance(kv_cache, SlotKVCache)
         if self.contiguous:  # a "block" is a whole row; slots are row * max_len + position
@@ -40,6 +46,10 @@ class ModelRunner:
         if self.full_sequence:
             return self._forward_full(batch.seqs)
         row_start = batch.seqs[0].kv_row if self.contiguous else 0
+        store = self.row_store if batch.is_prefill else None
+        if store is not None:
+            for seq in batch.seqs:
+                store.load(seq)  # cached prefix blocks into the row, before the forward reads it
         if batch.is_prefill:
             input_ids, positions, slots, last = self._prepare_prefill(batch.seqs)
         else:
@@ -51,6 +61,9 @@ class ModelRunner:
             positions, slots, block_tables, context_lens, fresh, row_start
         )
         hidden = self.model(input_ids, positions, meta, self.kv_cache.layers)  # (B, T, hidden)
+        if store is not None:
+            for seq in batch.seqs:
+                store.save(seq, seq.num_tokens)  # every token's K/V is in the row now
         if last is not None:
             hidden = hidden[torch.arange(len(batch.seqs), device=self.device), last]
         else:

@@ -75,6 +75,7 @@ class Scheduler:
     def _schedule_prefill(self) -> list[Sequence]:
         scheduled: list[Sequence] = []
         num_tokens = 0
+        self.block_manager.begin_prefill()
         while self.waiting and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
             new_tokens = seq.num_tokens - seq.num_cached_tokens
@@ -83,7 +84,7 @@ class Scheduler:
             if not self.block_manager.can_allocate(seq):
                 break
             self.block_manager.allocate(seq)
-            num_tokens += new_tokens
+            num_tokens += seq.num_tokens - seq.num_cached_tokens  # cached prefixes are free
             seq.status = SequenceStatus.RUNNING
             self.waiting.popleft()
             self.running.append(seq)
