@@ -157,17 +157,17 @@ def test_finished_and_running_requests_share_blocks(plain: LLM, demo_dir: str) -
     llm = LLM(model=demo_dir, kv_layout="paged", max_num_seqs=16)
     engine = llm.llm_engine
     first = SYSTEM + tail(3, 1)
-    want = run(plain, [first, SYSTEM + tail(4, 2), SYSTEM + tail(5, 3)], greedy(30))
-    engine.add_request("finished", first, greedy(30))
+    want = run(plain, [first, SYSTEM + tail(4, 2), SYSTEM + tail(5, 3)], greedy(12))
+    engine.add_request("finished", first, greedy(12))
     while engine.has_unfinished_requests():
         engine.step()
-    engine.add_request("running", SYSTEM + tail(4, 2), greedy(30))
-    for _ in range(5):
+    engine.add_request("running", SYSTEM + tail(4, 2), greedy(12))
+    for _ in range(3):
         engine.step()
     running = engine.scheduler.running[0]
     shared = running.block_table[:12]
     assert all(engine.block_manager.pool.ref_counts[b] == 1 for b in shared)
-    engine.add_request("late", SYSTEM + tail(5, 3), greedy(30))
+    engine.add_request("late", SYSTEM + tail(5, 3), greedy(12))
     engine.step()  # the late one's prefill: it holds the same 12 blocks
     assert all(engine.block_manager.pool.ref_counts[b] == 2 for b in shared)
     check_blocks(llm)
@@ -190,28 +190,28 @@ def test_eviction_under_memory_pressure(plain: LLM, demo_dir: str, layout: str) 
     store = llm.llm_engine.row_store
     pool = store.pool if store is not None else llm.llm_engine.block_manager.pool
     prompts = [tail(50, 1000 + i) for i in range(6)]
-    want = run(plain, prompts, greedy(6))
+    want = run(plain, prompts, greedy(3))
     for prompt, expected in zip(prompts, want):  # each leaves 3 cached blocks behind
-        assert_same(run(llm, [prompt], greedy(6)), [expected])
+        assert_same(run(llm, [prompt], greedy(3)), [expected])
         check_blocks(llm)
     assert pool.num_evictions > 0
     hits = llm.llm_engine.stats()["prefix_cache_hits"]
-    assert_same(run(llm, prompts[-1:], greedy(6)), want[-1:])  # the newest is still cached
+    assert_same(run(llm, prompts[-1:], greedy(3)), want[-1:])  # the newest is still cached
     assert llm.llm_engine.stats()["prefix_cache_hits"] == hits + 48
-    assert_same(run(llm, prompts[:1], greedy(6)), want[:1])  # the oldest was evicted
+    assert_same(run(llm, prompts[:1], greedy(3)), want[:1])  # the oldest was evicted
     assert llm.llm_engine.stats()["prefix_cache_hits"] == hits + 48
-    assert_same(run(llm, prompts, greedy(6)), want)  # all at once, reusing what fits
+    assert_same(run(llm, prompts, greedy(3)), want)  # all at once, reusing what fits
     check_blocks(llm)
 
 
 def test_preemption_and_abort_with_shared_blocks(plain: LLM, demo_dir: str) -> None:
     prefix = tail(32, 7)
     prompts = [prefix + tail(3 + i, 50 + i) for i in range(6)]
-    want = run(plain, prompts, greedy(24))
+    want = run(plain, prompts, greedy(20))
     small = LLM(model=demo_dir, kv_layout="paged", num_kv_blocks=10, max_model_len=64)
     engine = small.llm_engine
     for i, prompt in enumerate(prompts):
-        engine.add_request(f"p{i}", prompt, greedy(24))
+        engine.add_request(f"p{i}", prompt, greedy(20))
     outs: dict[str, Any] = {}
     steps = 0
     while engine.has_unfinished_requests():
