@@ -68,6 +68,10 @@ class LLM:
     def get_tokenizer(self) -> Any:
         return self.llm_engine.tokenizer
 
+    def reset_prefix_cache(self) -> None:
+        """Forget every cached prompt prefix (blocks no running request holds)."""
+        self.llm_engine.reset_prefix_cache()
+
     def chat(
         self, messages: Any, sampling_params: Any = None, use_tqdm: bool = True, **kwargs: Any
     ) -> list[Any]:

@@ -59,9 +59,9 @@ class RowPrefixStore:
         assert seq.kv_row is not None, "load needs the sequence's row"
         ids = torch.tensor(seq.prefix_blocks, dtype=torch.long, device=self.layers[0][0].device)
         n = len(seq.prefix_blocks) * self.block_size
-        for (k, v), (pk, pv) in zip(self.cache.layers, self.layers):
-            k[seq.kv_row, :n].copy_(pk.index_select(0, ids).flatten(0, 1))
-            v[seq.kv_row, :n].copy_(pv.index_select(0, ids).flatten(0, 1))
+        for (k, v), (pk, pv) in zip(self.cache.layers, self.layers):  # gathered in place
+            torch.index_select(pk, 0, ids, out=k[seq.kv_row, :n].unflatten(0, (-1, self.block_size)))
+            torch.index_select(pv, 0, ids, out=v[seq.kv_row, :n].unflatten(0, (-1, self.block_size)))
         self.unpin(seq)
 
     def save(self, seq: Sequence, num_tokens: int) -> None:

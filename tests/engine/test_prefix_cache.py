@@ -120,7 +120,7 @@ def test_a_fully_cached_prompt_still_computes_its_last_token(cached: LLM) -> Non
 
 
 def test_concurrent_requests_sharing_a_prefix(plain: LLM, cached: LLM) -> None:
-    cached.llm_engine.reset_prefix_cache()
+    cached.reset_prefix_cache()
     prompts = [SYSTEM + tail(5 + i, 100 + i) for i in range(8)]
     want = run(plain, prompts, greedy(12))
     engine = cached.llm_engine
