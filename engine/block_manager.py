@@ -61,6 +61,13 @@ class BlockManager:
         limit = (seq.num_tokens - 1) // self.block_size
         return extend_block_hashes(seq.block_hashes, seq.token_ids, self.block_size, limit)[:limit]
 
+    def num_cached_prefix(self, seq: Sequence) -> int:
+        """Tokens of `seq` a prefill scheduled now would find cached (no side effects)."""
+        if seq.block_table or not self.enable_prefix_caching:
+            return seq.num_cached_tokens
+        pool = self.pool if self.row_store is None else self.row_store.pool
+        return len(pool.match(self._prefix_hashes(seq))) * self.block_size
+
     def begin_prefill(self) -> None:
         """Called before the scheduler picks a prefill batch."""
         self._pending.clear()

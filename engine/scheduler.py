@@ -9,7 +9,9 @@ forward pass); a queue of at least a quarter of the running batch, an idle engin
 preempted sequences are prefilled at once. Not on by default: on the loaded 2-core machine
 it has not yet shown a gain (the waiting rows' slots sit idle meanwhile). When a decode step runs out of blocks, the most recently started sequence is
 preempted by recompute: its blocks are freed and it goes back to the front of the waiting
-queue with all its tokens, to be prefilled again later (its outputs are kept).
+queue with all its tokens, to be prefilled again later (its outputs are kept). A prefill
+computes only the tokens after a sequence's cached prefix (block_manager.py), and only those
+count against the tokens per step.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ class Scheduler:
         self.block_manager.begin_prefill()
         while self.waiting and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
-            new_tokens = seq.num_tokens - seq.num_cached_tokens
+            new_tokens = seq.num_tokens - self.block_manager.num_cached_prefix(seq)
             if scheduled and num_tokens + new_tokens > self.max_num_batched_tokens:
                 break
             if not self.block_manager.can_allocate(seq):

@@ -142,6 +142,17 @@ def test_concurrent_requests_sharing_a_prefix(plain: LLM, cached: LLM) -> None:
     assert sorted(done[f"c{i}"].num_cached_tokens for i in range(8)) == [0] + [192] * 7
 
 
+def test_cached_tokens_do_not_count_against_the_step_budget(demo_dir: str) -> None:
+    llm = LLM(model=demo_dir, kv_layout="paged", max_model_len=256, max_num_batched_tokens=256)
+    engine = llm.llm_engine
+    for i in range(4):  # 205-208 tokens each: one fits the budget, unless cached
+        engine.add_request(f"b{i}", SYSTEM + tail(5 + i, 200 + i), greedy(2))
+    engine.step()
+    assert len(engine.scheduler.running) == 4 and not engine.scheduler.waiting
+    while engine.has_unfinished_requests():
+        engine.step()
+
+
 def test_n_greater_than_one_shares_the_prompt(plain: LLM, cached: LLM) -> None:
     cached.llm_engine.reset_prefix_cache()
     prompt = SYSTEM + tail(20, 5)
