@@ -88,6 +88,9 @@ def add_model_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
                    help="let JSON numbers have any number of digits (default: 16 integer, 16 "
                         "fraction, 3 exponent digits; structured_outputs.bound_numbers "
                         "overrides)")
+    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
+                   default=True, help="reuse the KV of cached prompt prefixes (default on; "
+                   "--no-enable-prefix-caching turns it off)")
     p.add_argument("--engine-in-process", action="store_true",
                    help="run the engine's step loop on a thread of this process (default: the "
                         "engine core runs in a process of its own)")

@@ -52,6 +52,7 @@ class RequestRun:
     request_id: str
     num_prompt_tokens: int
     samples: list[SampleState] = field(default_factory=list)
+    num_cached_tokens: int = 0  # prompt tokens the engine's prefix cache served
 
     @property
     def num_completion_tokens(self) -> int:
@@ -78,6 +79,7 @@ def check_length(num_prompt: int, max_new: int | None, max_model_len: int,
 def _deltas(out: RequestOutput, run: RequestRun) -> list[SampleDelta]:
     """New text/tokens per sample of a DELTA-kind engine output."""
     deltas = []
+    run.num_cached_tokens = max(run.num_cached_tokens, out.num_cached_tokens)
     for comp in out.outputs:
         while len(run.samples) <= comp.index:
             run.samples.append(SampleState())

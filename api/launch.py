@@ -56,6 +56,7 @@ def engine_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
         "bound_json_numbers": not getattr(ns, "unbounded_json_numbers", False),
         "prefill_delay_steps": getattr(ns, "prefill_delay_steps", 0),
         "jump_forward": getattr(ns, "jump_forward", True),
+        "enable_prefix_caching": getattr(ns, "enable_prefix_caching", True),
     }
 
 
@@ -128,7 +129,8 @@ def _engine_gauges(stats: dict[str, Any]) -> dict[str, float]:
     out: dict[str, float] = {}
     if "num_waiting" in stats:
         out["num_waiting"] = float(stats["num_waiting"])
-    for key in ("num_steps", "num_decode_steps", "num_step_seqs"):
+    for key in ("num_steps", "num_decode_steps", "num_step_seqs", "prefix_cache_queries",
+                "prefix_cache_hits"):
         if key in stats:
             out[key] = float(stats[key])
     total, free = stats.get("num_kv_blocks"), stats.get("num_free_blocks")

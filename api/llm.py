@@ -40,6 +40,7 @@ class LLM:
         enforce_eager: bool = False,
         attention_backend: str | None = None,
         jump_forward: bool = True,
+        enable_prefix_caching: bool = True,
         **kwargs: Any,
     ) -> None:
         unknown = set(kwargs) - {"reasoning_parser", "tool_call_parser", "trust_remote_code",
@@ -72,6 +73,7 @@ class LLM:
             enforce_eager=enforce_eager,
             attention_backend=attention_backend,
             jump_forward=jump_forward,
+            enable_prefix_caching=enable_prefix_caching,
             trust_remote_code=bool(kwargs.get("trust_remote_code", False)),
             reasoning_parser=kwargs.get("reasoning_parser"),
             bound_json_numbers=kwargs.pop("bound_json_numbers", True),
@@ -82,6 +84,10 @@ class LLM:
 
     def get_tokenizer(self) -> Any:
         return self.llm_engine.tokenizer
+
+    def reset_prefix_cache(self) -> None:
+        """Forget every cached prompt prefix (blocks no running request holds)."""
+        self.llm_engine.reset_prefix_cache()
 
     def chat(
         self, messages: Any, sampling_params: Any = None, use_tqdm: bool = True, **kwargs: Any

@@ -86,6 +86,16 @@ class ServerMetrics:
             "thinkgate_e2e_request_latency_seconds", "Time from arrival to the last token",
             ["model_name"], buckets=_LATENCY_BUCKETS, registry=self.registry,
         ).labels(**labels)
+        # engine totals in tokens, as counters (vLLM's prefix_cache_queries / prefix_cache_hits)
+        self.prefix_queries = Counter(
+            "thinkgate_prefix_cache_queries", "Prompt tokens looked up in the prefix cache",
+            ["model_name"], registry=self.registry,
+        ).labels(**labels)
+        self.prefix_hits = Counter(
+            "thinkgate_prefix_cache_hits", "Of those, tokens whose KV the prefix cache served",
+            ["model_name"], registry=self.registry,
+        ).labels(**labels)
+        self._engine_totals: dict[str, float] = {}
         self._engine_stats: Callable[[], dict[str, float]] | None = None
 
     def watch_engine(self, stats: Callable[[], dict[str, float]]) -> None:
@@ -103,6 +113,11 @@ class ServerMetrics:
                 self.steps.set(stats["num_steps"])
                 self.step_seqs.set(stats["num_step_seqs"])
                 self.decode_steps.set(stats.get("num_decode_steps", 0))
+            for key, counter in (("prefix_cache_queries", self.prefix_queries),
+                                 ("prefix_cache_hits", self.prefix_hits)):
+                total = stats.get(key, 0)
+                counter.inc(max(0, total - self._engine_totals.get(key, 0)))
+                self._engine_totals[key] = total
         return generate_latest(self.registry)
 
     def finish(self, reason: str | None) -> None:

@@ -12,13 +12,18 @@ median output tokens/s over its repeats. Groups (`--only` picks some):
 - offline: `LLM.generate` on 16-token prompts (token ids), 128 tokens, `ignore_eos`, warm,
   batch 1/8/32, temperature 0 and 1, one `offline_worker.py` process per engine;
 - smollm2: SmolLM2-135M-Instruct (bf16 folder built by `make_smollm2.py`, cached) on both
-  servers, temperature 0, 32 tokens, 16 requests per level, concurrency 1 and 8.
+  servers, temperature 0, 32 tokens, 16 requests per level, concurrency 1 and 8;
+- prefix: repeated-prefix latency on the demo-model servers (`bench_prefix`): 8 sequential
+  chat requests sharing a 1,231-token system prompt, and 8 concurrent clients sharing a tool
+  list, `max_tokens: 1`; the number is the median ms per request (lower is better) and the
+  ratio is vLLM's ms / thinkgate's (above 1: thinkgate is faster). Both servers cache
+  prefixes by default.
 
 Servers listen on 127.0.0.1 at free ports; each is started once per model and stopped (its
 whole process group) at the end, also on errors. Engine logs go to a folder printed first.
 
     python -m thinkgate.benchmarks.bench_vs_vllm --vllm-python /work/venvs/vllm032/bin/python \\
-        [--quick] [--only server json offline smollm2] [--json out.json]
+        [--quick] [--only server json offline smollm2 prefix] [--json out.json]
 """
 
 from __future__ import annotations
@@ -40,13 +45,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from thinkgate.benchmarks import bench_prefix
 from thinkgate.benchmarks import bench_server as bs
 from thinkgate.benchmarks.bench_constrained import SCHEMA
 from thinkgate.benchmarks.offline_worker import OfflineClient
 
 HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "thinkgate"
-GROUPS = ("server", "json", "offline", "smollm2")
+GROUPS = ("server", "json", "offline", "smollm2", "prefix")
 ENGINES = ("thinkgate", "vllm")
 DEMO_PARSERS = ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes",
                 "--enable-auto-tool-choice"]
@@ -64,19 +70,23 @@ class Cell:
 
 
 def plan(quick: bool) -> dict[str, list[Cell]]:
+    prefix = [Cell("prefix", "repeated system prompt, sequential", 0.0, 1, 1, 8),
+              Cell("prefix", "shared tool list, 8 clients", 0.0, 8, 1, 32)]
     if quick:
         return {"server": [Cell("server", "server", 0.0, 1, 32, 8),
                            Cell("server", "server", 1.0, 8, 32, 16)],
                 "json": [Cell("json", "server, json_schema", 0.0, 8, 32, 16)],
                 "offline": [Cell("offline", "offline", 0.0, 8, 64),
                             Cell("offline", "offline", 1.0, 32, 64)],
-                "smollm2": [Cell("smollm2", "SmolLM2-135M server", 0.0, 1, 32, 4)]}
+                "smollm2": [Cell("smollm2", "SmolLM2-135M server", 0.0, 1, 32, 4)],
+                "prefix": prefix}
     return {"server": [Cell("server", "server", t, c, 64, 32)
                        for t in (0.0, 1.0) for c in (1, 8, 32)],
             "json": [Cell("json", "server, json_schema", 0.0, c, 64, 32) for c in (1, 8)],
             "offline": [Cell("offline", "offline", t, b, 128) for t in (0.0, 1.0)
                         for b in (1, 8, 32)],
-            "smollm2": [Cell("smollm2", "SmolLM2-135M server", 0.0, c, 32, 16) for c in (1, 8)]}
+            "smollm2": [Cell("smollm2", "SmolLM2-135M server", 0.0, c, 32, 16) for c in (1, 8)],
+            "prefix": prefix}
 
 
 def say(msg: str) -> None:
@@ -119,24 +129,35 @@ def alternate(cell: Cell, runners: dict[str, Callable[[Cell, bool], dict[str, An
     """Run the cell `repeats` times per engine, engines alternating; medians per engine."""
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in runners}
     tag = f"[{cell.row} T={cell.temperature:g} {cell.level}]"
+    key = "ms" if cell.group == "prefix" else "tok_s"  # latency: lower is better
     for rep in range(repeats):
         order = list(runners) if rep % 2 == 0 else list(runners)[::-1]
         for name in order:
             settle()
             row = runners[name](cell, rep == 0)
             runs[name].append(row)
-            say(f"  {tag} {name:9s} {row['tok_s']:8.1f} tok/s  (run {rep + 1}/{repeats})")
+            say(f"  {tag} {name:9s} {row[key]:8.1f} {key.replace('_', '/')}  "
+                f"(run {rep + 1}/{repeats})")
     out: dict[str, Any] = {**asdict(cell), "repeats": repeats}
     for name, rows in runs.items():
         out[name] = {key: statistics.median(r[key] for r in rows)
                      for key in rows[0] if isinstance(rows[0][key], int | float)}
-        out[name]["runs_tok_s"] = [round(r["tok_s"], 1) for r in rows]
-    out["ratio"] = out["thinkgate"]["tok_s"] / out["vllm"]["tok_s"]
+        out[name][f"runs_{key}"] = [round(r[key], 1) for r in rows]
+    if key == "ms":
+        out["ratio"] = out["vllm"]["ms"] / out["thinkgate"]["ms"]
+    else:
+        out["ratio"] = out["thinkgate"]["tok_s"] / out["vllm"]["tok_s"]
     return out
 
 
 def server_runner(port: int) -> Callable[[Cell, bool], dict[str, Any]]:
+    calls = {"prefix": 0}
+
     def run(cell: Cell, first: bool) -> dict[str, Any]:
+        if cell.group == "prefix":  # a new tag per run (the same on both engines): cold cache
+            calls["prefix"] += 1
+            fn = bench_prefix.sequential if cell.level == 1 else bench_prefix.concurrent
+            return asyncio.run(fn(f"http://127.0.0.1:{port}", NAME, f"run{calls['prefix']}"))
         json_rows = cell.group == "json"
         row = asyncio.run(bs.wave(
             f"http://127.0.0.1:{port}", NAME, cell.level, cell.requests, cell.tokens,
@@ -246,6 +267,12 @@ def _rate(x: float) -> str:
 
 def print_tables(results: list[dict[str, Any]]) -> None:
     """The ratio table (issue 11's layout), then every engine's numbers per cell."""
+    latency = [r for r in results if r["group"] == "prefix"]
+    results = [r for r in results if r["group"] != "prefix"]
+    if latency:
+        print_latency(latency)
+    if not results:
+        return
     levels = sorted({r["level"] for r in results})
     rows: dict[tuple[str, float], dict[int, str]] = {}
     for r in results:
@@ -268,6 +295,21 @@ def print_tables(results: list[dict[str, Any]]) -> None:
             print(f"| {cell} | {name} | {e['tok_s']:.1f} | {e['runs_tok_s']} | "
                   f"{e['tokens_per_request']:.0f} | {e.get('ttft_ms', '-')} | "
                   f"{e.get('itl_ms', '-')} |")
+
+
+def print_latency(results: list[dict[str, Any]]) -> None:
+    print("Repeated-prefix latency, ms per request (median), thinkgate / vLLM-CPU (vLLM's ms / "
+          "thinkgate's: above 1, thinkgate is faster)\n")
+    print("| case | thinkgate ms | vLLM ms | ratio | first ms (cold), thinkgate / vLLM | runs "
+          "thinkgate / vLLM | prompt tokens | cached tokens, thinkgate / vLLM |")
+    print("|---|---:|---:|---:|---|---|---:|---|")
+    for r in results:
+        t, v = r["thinkgate"], r["vllm"]
+        print(f"| {r['row']} | {t['ms']:.1f} | {v['ms']:.1f} | {r['ratio']:.2f}x | "
+              f"{t['first_ms']:.1f} / {v['first_ms']:.1f} | {t['runs_ms']} / {v['runs_ms']} | "
+              f"{t['prompt_tokens']:.0f} | {t.get('cached_tokens', '-')} / "
+              f"{v.get('cached_tokens', '-')} |")
+    print()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -297,9 +339,10 @@ def main(argv: list[str] | None = None) -> None:
             f"{os.getloadavg()[0]:.1f}; repeats {args.repeats}; logs in {logs}")
     say(head)
     start, results = time.monotonic(), []
-    if "server" in args.only or "json" in args.only:
-        say("server + json_schema (demo model)")
-        group = [c for g in ("server", "json") if g in args.only for c in cells[g]]
+    demo_groups = ("server", "json", "prefix")
+    if any(g in args.only for g in demo_groups):
+        say("server + json_schema + prefix (demo model)")
+        group = [c for g in demo_groups if g in args.only for c in cells[g]]
         results += run_servers(demo, group, args, logs, DEMO_PARSERS, DEMO_PARSERS)
     if "offline" in args.only:
         say("offline (demo model)")

@@ -103,6 +103,8 @@ class EngineConfig:
     # structured outputs' defaults for requests that leave them None (sampling_params.py)
     bound_json_numbers: bool = True
     complete_before_max_tokens: bool = False
+    # reuse the K/V of cached prompt prefixes (block_manager.py); vLLM's name and default
+    enable_prefix_caching: bool = True
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES and not isinstance(self.dtype, torch.dtype):
@@ -139,6 +141,9 @@ class EngineConfig:
         for name in ("bound_json_numbers", "complete_before_max_tokens"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if not isinstance(self.enable_prefix_caching, bool):
+            raise ValueError(
+                f"enable_prefix_caching must be a bool, got {self.enable_prefix_caching!r}")
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an int, got {self.seed!r}")
 

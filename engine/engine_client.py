@@ -262,11 +262,12 @@ class _OutputView:
         self.samples: dict[int, CompletionOutput] = {}
 
     def update(self, item: PackedOutput) -> RequestOutput | None:
-        _, finished, completions = item
+        _, finished, completions, cached = item
         if self.kind is RequestOutputKind.DELTA:
             outs = [CompletionOutput(i, text, list(ids), cum, lps, reason, stop, trace)
                     for i, text, ids, cum, lps, reason, stop, trace in completions]
-            return RequestOutput(self.request_id, self.prompt, self.prompt_ids, outs, finished)
+            return RequestOutput(self.request_id, self.prompt, self.prompt_ids, outs, finished,
+                                 cached)
         for i, text, ids, cum, lps, reason, stop, trace in completions:
             seen = self.samples.setdefault(i, CompletionOutput(i, "", [], None, None))
             seen.text += text
@@ -284,4 +285,4 @@ class _OutputView:
                                  c.finish_reason, c.stop_reason,
                                 list(c.trace) if c.trace is not None else None)
                 for _, c in sorted(self.samples.items())]
-        return RequestOutput(self.request_id, self.prompt, self.prompt_ids, outs, finished)
+        return RequestOutput(self.request_id, self.prompt, self.prompt_ids, outs, finished, cached)

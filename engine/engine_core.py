@@ -29,14 +29,14 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 CompletionTuple = tuple[int, str, list[int], float | None, Any, str | None, Any, Any]
-PackedOutput = tuple[str, bool, list[CompletionTuple]]
+PackedOutput = tuple[str, bool, list[CompletionTuple], int]  # ..., num_cached_tokens
 
 
 def pack(output: Any) -> PackedOutput:
     """A RequestOutput's per-step part as plain tuples."""
     return (output.request_id, output.finished,
             [(c.index, c.text, c.token_ids, c.cumulative_logprob, c.logprobs, c.finish_reason,
-              c.stop_reason, c.trace) for c in output.outputs])
+              c.stop_reason, c.trace) for c in output.outputs], output.num_cached_tokens)
 
 
 def run_engine_core(conn: Any, spec: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from thinkgate.engine.kv_cache import KVCache
 from thinkgate.engine.model_loader import LoadedModel, load_model
 from thinkgate.engine.model_runner import ModelRunner
 from thinkgate.engine.outputs import CompletionOutput, RequestOutput
+from thinkgate.engine.row_prefix_store import RowPrefixStore
 from thinkgate.engine.sampler import (
     Sampler,
     SamplerOutput,
@@ -64,6 +65,9 @@ class LLMEngine:
         self.vocab_size = self.loaded.vocab_size
         self.eos_token_ids = eos_token_ids(self.loaded, self.tokenizer)
         self.max_model_len = self._max_model_len()
+        # prefix caching needs a KV cache: not for the transformers fallback
+        self.prefix_caching = config.enable_prefix_caching and self.loaded.arch is not None
+        self.row_store: RowPrefixStore | None = None  # contiguous layout's prefix blocks
         self.kv_cache = self._make_kv_cache()
         max_tokens = config.max_num_batched_tokens or max(self.max_model_len, 2048)
         if max_tokens < self.max_model_len:
@@ -72,14 +76,16 @@ class LLMEngine:
                 f"max_model_len ({self.max_model_len})"
             )
         on_free = self.kv_cache.release if isinstance(self.kv_cache, SlotKVCache) else None
-        self.block_manager = BlockManager(self.num_kv_blocks, config.block_size, on_free)
+        self.block_manager = BlockManager(
+            self.num_kv_blocks, config.block_size, on_free, self.prefix_caching, self.row_store
+        )
         self.max_num_seqs = min(config.max_num_seqs, getattr(self.kv_cache, "num_rows", 1 << 30))
         self.scheduler = Scheduler(
             self.block_manager, self.max_num_seqs, max_tokens, self.eos_token_ids,
             on_preempt=lambda seq: self.structured_output.preempt(seq),
             prefill_delay_steps=config.prefill_delay_steps,
         )
-        self.runner = ModelRunner(self.loaded, self.kv_cache, self.device)
+        self.runner = ModelRunner(self.loaded, self.kv_cache, self.device, self.row_store)
         self._plan_attention()
         self.sampler = Sampler(self.vocab_size, self.eos_token_ids, self.device)
         if structured_output is None:
@@ -129,10 +135,20 @@ class LLMEngine:
                     "kv_layout 'contiguous' needs a native model and room for one row of "
                     f"max_model_len {self.max_model_len} ({per_row} bytes)"
                 )
+            pool_blocks = 0
+            if self.prefix_caching:  # cached prefixes get what the rows leave, at least 1/4
+                per_block = RowPrefixStore.bytes_per_block(
+                    num_layers, cfg.block_size, kv_heads, head_dim, dtype
+                )
+                rows = max(1, min(rows, (budget - budget // 4) // per_row))
+                pool_blocks = max(blocks_per_seq, (budget - rows * per_row) // per_block)
             self.num_kv_blocks = rows * blocks_per_seq  # every row holds a whole sequence
-            return SlotKVCache(
+            cache = SlotKVCache(
                 num_layers, rows, self.max_model_len, kv_heads, head_dim, dtype, self.device
             )
+            if pool_blocks:
+                self.row_store = RowPrefixStore(cache, pool_blocks, cfg.block_size)
+            return cache
         per_block = KVCache.bytes_per_block(num_layers, cfg.block_size, kv_heads, head_dim, dtype)
         num_blocks = cfg.num_kv_blocks
         if num_blocks is None:
@@ -366,6 +382,7 @@ class LLMEngine:
             request.prompt_token_ids,
             completions,
             request.finished,
+            num_cached_tokens=request.seqs[0].num_prompt_cached_tokens,
         )
 
     # --- helpers for the API layer ----------------------------------------------------------
@@ -380,7 +397,12 @@ class LLMEngine:
             "num_steps": self.num_steps,
             "num_decode_steps": self.scheduler.num_decode_steps,
             "num_step_seqs": self.num_step_seqs,
+            **self.block_manager.stats(),
         }
+
+    def reset_prefix_cache(self) -> None:
+        """Drop every cached prefix block that no running sequence holds (vLLM's name)."""
+        self.block_manager.reset_prefix_cache()
 
     def __repr__(self) -> str:
         info = {"model": str(self.loaded.source), "native": self.loaded.native}

@@ -13,6 +13,7 @@ import torch
 from thinkgate.engine.cuda_graphs import DecodeGraphs
 from thinkgate.engine.kv_cache import KVCache, build_attention_metadata
 from thinkgate.engine.model_loader import LoadedModel
+from thinkgate.engine.row_prefix_store import RowPrefixStore
 from thinkgate.engine.scheduler import ScheduledBatch
 from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.slot_cache import SlotKVCache
@@ -20,10 +21,15 @@ from thinkgate.engine.slot_cache import SlotKVCache
 
 class ModelRunner:
     def __init__(
-        self, loaded: LoadedModel, kv_cache: KVCache | SlotKVCache, device: torch.device
+        self,
+        loaded: LoadedModel,
+        kv_cache: KVCache | SlotKVCache,
+        device: torch.device,
+        row_store: RowPrefixStore | None = None,
     ) -> None:
         self.model = loaded.model
         self.kv_cache = kv_cache
+        self.row_store = row_store  # contiguous layout with prefix caching
         self.device = device
         self.contiguous = isinstance(kv_cache, SlotKVCache)
         if self.contiguous:  # a "block" is a whole row; slots are row * max_len + position
@@ -54,6 +60,10 @@ class ModelRunner:
                 len(batch.seqs) <= self.graphs.max_batch):
             return self.graphs.run(batch.seqs, self._slot)
         row_start = batch.seqs[0].kv_row if self.contiguous else 0
+        store = self.row_store if batch.is_prefill else None
+        if store is not None:
+            for seq in batch.seqs:
+                store.load(seq)  # cached prefix blocks into the row, before the forward reads it
         if batch.is_prefill or ragged:
             input_ids, positions, slots, last = self._prepare_prefill(batch.seqs)
         else:
@@ -67,6 +77,9 @@ class ModelRunner:
         hidden = self.model(input_ids, positions, meta, self.kv_cache.layers)  # (B, T, hidden)
         if ragged or batch.is_prefill:
             self._keep_forced_logits(batch.seqs, hidden, last)
+        if store is not None:
+            for seq in batch.seqs:
+                store.save(seq, seq.num_tokens)  # every token's K/V is in the row now
         if last is not None:
             hidden = hidden[torch.arange(len(batch.seqs), device=self.device), last]
         else:

@@ -9,9 +9,11 @@ forward pass); a queue of at least a quarter of the running batch, an idle engin
 preempted sequences are prefilled at once. Not on by default: on the loaded 2-core machine
 it has not yet shown a gain (the waiting rows' slots sit idle meanwhile). When a decode step runs out of blocks, the most recently started sequence is
 preempted by recompute: its blocks are freed and it goes back to the front of the waiting
-queue with all its tokens, to be prefilled again later (its outputs are kept). A sequence
-with jump-forward ids (`forced_ids`, from the grammar) computes them with its next forward; in
-`postprocess` they are appended before that step's sampled token, under the same stop rules.
+queue with all its tokens, to be prefilled again later (its outputs are kept). A prefill
+computes only the tokens after a sequence's cached prefix (block_manager.py), and only those
+count against the tokens per step. A sequence with jump-forward ids (`forced_ids`, from the
+grammar) computes them with its next forward; in `postprocess` they are appended before that
+step's sampled token, under the same stop rules.
 """
 
 from __future__ import annotations
@@ -77,15 +79,16 @@ class Scheduler:
     def _schedule_prefill(self) -> list[Sequence]:
         scheduled: list[Sequence] = []
         num_tokens = 0
+        self.block_manager.begin_prefill()
         while self.waiting and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
-            new_tokens = seq.num_tokens - seq.num_cached_tokens
+            new_tokens = seq.num_tokens - self.block_manager.num_cached_prefix(seq)
             if scheduled and num_tokens + new_tokens > self.max_num_batched_tokens:
                 break
             if not self.block_manager.can_allocate(seq):
                 break
             self.block_manager.allocate(seq)
-            num_tokens += new_tokens
+            num_tokens += seq.num_tokens - seq.num_cached_tokens  # cached prefixes are free
             seq.status = SequenceStatus.RUNNING
             self.waiting.popleft()
             self.running.append(seq)

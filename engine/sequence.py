@@ -46,6 +46,13 @@ class Sequence:
         self.block_table: list[int] = []
         self.kv_row: int | None = None  # row in the contiguous KV layout (slot_cache.py)
         self.num_cached_tokens = 0  # tokens whose K/V are in the cache
+        # prefix caching (block_manager.py): chained hashes of its full blocks, kept across
+        # preemption (tokens only grow); blocks registered (paged) or saved (contiguous) so far
+        self.block_hashes: list[bytes] = []
+        self.num_registered_blocks = 0
+        self.num_saved_blocks = 0
+        self.prefix_blocks: list[int] = []  # contiguous: cached blocks pinned until loaded
+        self.num_prompt_cached_tokens = 0  # prompt tokens served by the cache at first prefill
         self.num_preemptions = 0
         self.waiting_since = 0  # the scheduler's decode-step count when it joined the queue
         self.finish_reason: str | None = None

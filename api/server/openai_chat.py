@@ -122,6 +122,7 @@ class _Chat:
                         for ids in self.token_ids.values())
         return {"prompt_tokens": prompt, "completion_tokens": completion,
                 "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": self.run.num_cached_tokens},
                 "completion_tokens_details": {"reasoning_tokens": reasoning}}
 
     def envelope(self, obj: str, choices: list[dict[str, Any]], usage: dict | None) -> dict:

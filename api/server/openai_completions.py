@@ -77,8 +77,10 @@ class _Completion:
     def usage(self) -> dict[str, int]:
         prompt = sum(r.num_prompt_tokens for r in self.runs)
         completion = sum(r.num_completion_tokens for r in self.runs)
+        cached = sum(r.num_cached_tokens for r in self.runs)
         return {"prompt_tokens": prompt, "completion_tokens": completion,
-                "total_tokens": prompt + completion}
+                "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": cached}}
 
     def envelope(self, choices: list[dict], usage: dict | None = None) -> dict:
         body = {"id": self.id, "object": "text_completion", "created": self.created,

@@ -125,3 +125,24 @@ def test_malformed_json_and_unknown_model(http, client) -> None:
     assert info.value.code == "model_not_found"
     assert http.get("/nope").status_code == 404
     assert client.completions.create(model=MODEL, prompt="x", max_tokens=2).choices
+
+
+def test_a_repeated_prefix_is_served_from_the_cache(client, http) -> None:
+    def counter(name: str) -> float:
+        found = re.search(rf"^{name}_total\{{[^}}]*\}} (\S+)", http.get("/metrics").text, re.M)
+        assert found, f"{name} not in /metrics"
+        return float(found.group(1))
+
+    system = "You are a careful assistant who answers in one short sentence. " * 20
+    hits = counter("thinkgate_prefix_cache_hits")
+    usages = []
+    for question in ("What is two plus two?", "Name a colour."):
+        out = client.chat.completions.create(
+            model=MODEL, max_tokens=2, temperature=0,
+            messages=[{"role": "system", "content": system},
+                      {"role": "user", "content": question}])
+        usages.append(out.usage)
+    cached = usages[1].prompt_tokens_details.cached_tokens
+    assert 16 * 10 <= cached < usages[1].prompt_tokens  # the system prompt's full blocks
+    assert counter("thinkgate_prefix_cache_hits") - hits >= cached
+    assert counter("thinkgate_prefix_cache_queries") >= counter("thinkgate_prefix_cache_hits")
