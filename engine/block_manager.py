@@ -53,7 +53,8 @@ class BlockManager:
         return self.pool.num_free
 
     def _missing(self, seq: Sequence) -> int:
-        needed = (seq.num_scheduled_tokens + self.block_size - 1) // self.block_size
+        # per sequence per decode step: plain lens, no properties (seq.num_scheduled_tokens)
+        needed = (len(seq.token_ids) + len(seq.forced_ids) + self.block_size - 1) // self.block_size
         return max(0, needed - len(seq.block_table))
 
     def _prefix_hashes(self, seq: Sequence) -> list[bytes]:
@@ -98,7 +99,10 @@ class BlockManager:
     def allocate(self, seq: Sequence) -> None:
         if not seq.block_table:  # a prefill from scratch: reuse what is cached
             self._reuse_prefix(seq)
-        for _ in range(self._missing(seq)):
+        missing = self._missing(seq)
+        if missing == 0 and not self.share_blocks:  # most decode steps
+            return
+        for _ in range(missing):
             seq.block_table.append(self.pool.take())
         if self.share_blocks:
             self._register(seq)
@@ -137,7 +141,8 @@ class BlockManager:
 
     def can_append(self, seq: Sequence) -> bool:
         """Whether the next decode step of `seq` (its last token's K/V) fits now."""
-        return self._missing(seq) <= self.pool.num_free
+        missing = self._missing(seq)
+        return missing == 0 or missing <= self.pool.num_free
 
     def free(self, seq: Sequence) -> None:
         if self.row_store is not None:

@@ -69,7 +69,10 @@ class ModelRunner:
         else:
             input_ids, positions, slots, last = self._prepare_decode(batch.seqs)
         block_tables = None if self.contiguous else self._block_tables(batch.seqs)
-        context_lens = [seq.num_scheduled_tokens for seq in batch.seqs]
+        if batch.is_prefill or ragged:
+            context_lens = [seq.num_scheduled_tokens for seq in batch.seqs]
+        else:  # a plain decode step: no forced ids anywhere
+            context_lens = [len(seq.token_ids) for seq in batch.seqs]
         fresh = batch.is_prefill and all(seq.num_cached_tokens == 0 for seq in batch.seqs)
         meta = build_attention_metadata(
             positions, slots, block_tables, context_lens, fresh, row_start, self.paged_kernels
