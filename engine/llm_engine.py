@@ -137,7 +137,7 @@ class LLMEngine:
                 )
             pool_blocks = 0
             if self.prefix_caching:  # cached prefixes get what the rows leave, at least 1/4
-                per_block = RowPrefixStore.bytes_per_block(
+                per_block = KVCache.bytes_per_block(
                     num_layers, cfg.block_size, kv_heads, head_dim, dtype
                 )
                 rows = max(1, min(rows, (budget - budget // 4) // per_row))

@@ -31,13 +31,6 @@ class RowPrefixStore:
             for _ in cache.layers
         ]
 
-    @staticmethod
-    def bytes_per_block(
-        num_layers: int, block_size: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype
-    ) -> int:
-        itemsize = torch.empty((), dtype=dtype).element_size()
-        return 2 * num_layers * block_size * num_kv_heads * head_dim * itemsize
-
     def lookup(self, seq: Sequence, hashes: list[bytes]) -> int:
         """Pin the cached blocks of `seq`'s longest cached prefix; its length in tokens."""
         blocks = self.pool.match(hashes)
