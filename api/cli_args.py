@@ -69,8 +69,9 @@ def add_model_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     p.add_argument("--kv-cache-memory-bytes", type=int, default=None)
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     p.add_argument("--trust-remote-code", action="store_true")
-    p.add_argument("--enforce-eager", action="store_true",
-                   help="run every decode step eagerly (default on CUDA: CUDA graphs)")
+    p.add_argument("--enforce-eager", action="store_true", default=None,
+                   help="no torch.compile and no CUDA graphs: every step runs eagerly (default: "
+                        "CPU decode steps compiled before serving, CUDA graphs on CUDA)")
     p.add_argument("--attention-backend", default=None, choices=["TRITON_ATTN", "TORCH_SDPA"],
                    help="TRITON_ATTN: paged Triton kernels (default on CUDA); TORCH_SDPA: "
                         "gather the blocks and run torch SDPA (default on CPU)")

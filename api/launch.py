@@ -50,7 +50,7 @@ def engine_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
         "kv_cache_memory_bytes": ns.kv_cache_memory_bytes,
         "gpu_memory_utilization": ns.gpu_memory_utilization,
         "trust_remote_code": ns.trust_remote_code,
-        "enforce_eager": getattr(ns, "enforce_eager", False),
+        "enforce_eager": getattr(ns, "enforce_eager", None),
         "attention_backend": getattr(ns, "attention_backend", None),
         "complete_before_max_tokens": getattr(ns, "complete_before_max_tokens", False),
         "bound_json_numbers": not getattr(ns, "unbounded_json_numbers", False),

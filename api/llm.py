@@ -37,7 +37,7 @@ class LLM:
         kv_cache_memory_bytes: int | None = None,
         gpu_memory_utilization: float = 0.9,
         kv_layout: str = "auto",
-        enforce_eager: bool = False,
+        enforce_eager: bool | None = None,
         attention_backend: str | None = None,
         jump_forward: bool = True,
         enable_prefix_caching: bool = True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,7 +97,9 @@ class EngineConfig:
     # "TRITON_ATTN": paged Triton kernels read K/V in place; "TORCH_SDPA": gather + SDPA;
     # None: TRITON_ATTN on CUDA with the paged layout, TORCH_SDPA elsewhere (vLLM's names)
     attention_backend: str | None = None
-    enforce_eager: bool = False  # vLLM's name: no CUDA graphs (on CPU every step is eager)
+    # vLLM's name: no torch.compile and no CUDA graphs (engine/compiled_decode.py); None: read
+    # $THINKGATE_ENFORCE_EAGER ("1" = eager; the test suite sets it), else False
+    enforce_eager: bool | None = None
     # write grammar-forced text in one forward (engine/jump_forward.py); per request:
     # StructuredOutputsParams.jump_forward
     jump_forward: bool = True
@@ -136,6 +139,9 @@ class EngineConfig:
         if self.attention_backend not in ATTENTION_BACKENDS:
             raise ValueError(f"attention_backend must be one of {ATTENTION_BACKENDS}, got "
                              f"{self.attention_backend!r}")
+        if self.enforce_eager is None:
+            env = os.environ.get("THINKGATE_ENFORCE_EAGER", "").strip().lower()
+            object.__setattr__(self, "enforce_eager", env not in ("", "0", "false", "no"))
         if not isinstance(self.enforce_eager, bool):
             raise ValueError(f"enforce_eager must be a bool, got {self.enforce_eager!r}")
         for name in ("bound_json_numbers", "complete_before_max_tokens"):

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 from thinkgate.engine.block_manager import BlockManager
+from thinkgate.engine.compiled_decode import CompiledDecode, compiler_available
 from thinkgate.engine.config import EngineConfig
 from thinkgate.engine.cuda_graphs import DecodeGraphs, attention_plan, capture_sizes
 from thinkgate.engine.detokenizer import IncrementalDetokenizer
@@ -171,6 +172,13 @@ class LLMEngine:
             isinstance(self.kv_cache, KVCache), arch is not None and not runner.full_sequence,
             self.config.block_size, arch.head_dim if arch else 0)
         runner.paged_kernels = paged
+        cache = self.kv_cache
+        if (self.device.type == "cpu" and not self.config.enforce_eager and arch is not None
+                and not runner.full_sequence and isinstance(cache, SlotKVCache)
+                and compiler_available()):
+            compiled = CompiledDecode(runner.model)
+            if compiled.warm_up(cache.layers, cache.max_len, cache.scratch_row, self.max_num_seqs):
+                runner.compiled_decode = compiled
         if graphs:
             runner.graphs = DecodeGraphs(
                 runner.model, self.kv_cache.layers, capture_sizes(self.max_num_seqs),

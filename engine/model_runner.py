@@ -10,6 +10,7 @@ never read. The transformers fallback gets whole sequences instead (it has no ca
 from __future__ import annotations
 
 import torch
+from thinkgate.engine.compiled_decode import CompiledDecode
 from thinkgate.engine.cuda_graphs import DecodeGraphs
 from thinkgate.engine.kv_cache import KVCache, build_attention_metadata
 from thinkgate.engine.model_loader import LoadedModel
@@ -41,6 +42,7 @@ class ModelRunner:
         self.full_sequence = bool(getattr(self.model, "needs_full_sequence", False))
         self.paged_kernels = False  # attention reads K/V in place (kv_cache.attend_in_place)
         self.graphs: DecodeGraphs | None = None  # decode buckets (cuda_graphs.py), else eager
+        self.compiled_decode: CompiledDecode | None = None  # CPU decode steps (compiled_decode.py)
         # jump-forward: batch row -> (k, V) float32 logits predicting each of its k forced ids
         # (only rows whose request asks for logprobs), from the last forward
         self.forced_logits: dict[int, torch.Tensor] = {}
@@ -77,7 +79,10 @@ class ModelRunner:
         meta = build_attention_metadata(
             positions, slots, block_tables, context_lens, fresh, row_start, self.paged_kernels
         )
-        hidden = self.model(input_ids, positions, meta, self.kv_cache.layers)  # (B, T, hidden)
+        run = self.model
+        if self.compiled_decode is not None and not (batch.is_prefill or ragged):
+            run = self.compiled_decode
+        hidden = run(input_ids, positions, meta, self.kv_cache.layers)  # (B, T, hidden)
         if ragged or batch.is_prefill:
             self._keep_forced_logits(batch.seqs, hidden, last)
         if store is not None:

@@ -36,7 +36,8 @@ def thinkgate_command() -> list[str]:
 class ServerProcess:
     """`thinkgate serve` with the given flags; `.url` is the OpenAI base URL."""
 
-    def __init__(self, *flags: str, log_path: Path) -> None:
+    def __init__(self, *flags: str, log_path: Path, env: dict[str, str] | None = None,
+                 startup_timeout_s: float = STARTUP_TIMEOUT_S) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.url = f"{self.base}/v1"
@@ -52,13 +53,13 @@ class ServerProcess:
                 cmd += ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes"]
         self.log_path = log_path
         self._log = open(log_path, "w")
-        env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env,
                                      start_new_session=True)
-        self._wait_ready()
+        self._wait_ready(startup_timeout_s)
 
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"thinkgate serve exited early:\n{self.log()}")
@@ -89,18 +90,20 @@ class ServerProcess:
         self._log.close()
 
 
-def start_server(tmp_path_factory: pytest.TempPathFactory, *flags: str) -> ServerProcess:
+def start_server(tmp_path_factory: pytest.TempPathFactory, *flags: str,
+                 **options: Any) -> ServerProcess:
     log = tmp_path_factory.mktemp("server") / "serve.log"
-    return ServerProcess(*flags, log_path=log)
+    return ServerProcess(*flags, log_path=log, **options)
 
 
 @pytest.fixture(scope="module")
 def server_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """Start `thinkgate serve` with extra flags; every server started is stopped at the end."""
+    """Start `thinkgate serve` with extra flags (and ServerProcess's `env`,
+    `startup_timeout_s`); every server started is stopped at the end."""
     started: list[ServerProcess] = []
 
-    def start(*flags: str) -> ServerProcess:
-        started.append(start_server(tmp_path_factory, *flags))
+    def start(*flags: str, **options: Any) -> ServerProcess:
+        started.append(start_server(tmp_path_factory, *flags, **options))
         return started[-1]
 
     yield start

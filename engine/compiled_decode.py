@@ -1,0 +1,87 @@
+"""`CompiledDecode`: the CPU decode step's forward through `torch.compile` (TorchInductor).
+
+On a small model the CPU decode step is bound by per-op dispatch, not arithmetic: eager PyTorch
+runs ~40 ops per layer (norms, rotary, the attention's index copies and SDPA, residuals), each
+a few microseconds of Python and dispatch. Inductor fuses the elementwise ops into a few C++
+loops and calls one Python wrapper per step; on the demo model that halves the forward at batch
+1-8 (benchmarks/RESULTS.md, "torch.compile on the CPU decode step").
+
+Scope, like vLLM's compile-before-serving rule: only plain decode steps (one new token per
+row) of a native model on the contiguous CPU layout; prefill, jump-forward steps, the paged
+layout and CUDA (which has CUDA graphs) stay eager. Every graph the decode step needs is
+compiled by `warm_up` before the engine takes requests: batch 1 and batch > 1 (PyTorch
+specializes size 1), each with and without a ragged-row mask, with the batch size, the key
+count and the first row marked dynamic, so no request triggers a compile later.
+`enforce_eager=True` (vLLM's flag: no torch.compile, no CUDA graphs) turns it off. Where
+compiling fails (no C++ compiler, an unsupported op), the engine logs why and stays eager.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from typing import Any
+
+import torch
+from thinkgate.engine.kv_cache import AttentionMetadata, build_attention_metadata
+
+log = logging.getLogger("thinkgate.engine")
+
+# (batch, keys per row, first row) run at warm-up: two values of each per graph, so every int
+# that varies between steps (batch size, key count, first row) is traced as a symbol
+_WARM_SHAPES = ((1, 3, 0), (1, 4, 1), (2, 5, 0), (3, 6, 1))
+
+
+def compiler_available() -> bool:
+    """Inductor's CPU backend needs a C++ compiler on the PATH."""
+    return any(shutil.which(name) for name in ("g++", "c++", "clang++"))
+
+
+class CompiledDecode:
+    """`forward(input_ids, positions, meta, kv_layers)` of the model, compiled; `warm_up` first."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+        self.compiled: Any = torch.compile(model.forward, dynamic=True, fullgraph=True)
+        self.ready = False
+        self.compile_seconds = 0.0
+
+    def __call__(self, input_ids: torch.Tensor, positions: torch.Tensor,
+                 meta: AttentionMetadata, kv_layers: list[tuple[torch.Tensor, torch.Tensor]]
+                 ) -> torch.Tensor:
+        return self.compiled(input_ids, positions, meta, kv_layers)
+
+    @torch.inference_mode()
+    def warm_up(self, kv_layers: list[tuple[torch.Tensor, torch.Tensor]], row_len: int,
+                scratch_row: int, max_batch: int) -> bool:
+        """Compile every decode graph now. K/V writes go to the scratch row (never read);
+        reads cover rows [0, batch) whose contents do not matter. False (and eager from then on)
+        when compiling fails."""
+        start = time.perf_counter()
+        device = kv_layers[0][0].device
+        try:
+            for ragged in (False, True):
+                for batch, keys, first in _WARM_SHAPES:
+                    if first + batch > max_batch or keys >= row_len or (ragged and batch == 1):
+                        continue  # one row is never ragged
+                    lens = [keys] * batch
+                    if ragged:
+                        lens[0] = keys - 1  # rows of unequal length: the masked graph
+                    positions = torch.tensor([[n - 1] for n in lens], device=device)
+                    slots = torch.full((batch,), scratch_row * row_len + keys, device=device)
+                    meta = build_attention_metadata(positions, slots, None, lens, False, first)
+                    ids = torch.zeros((batch, 1), dtype=torch.long, device=device)
+                    if batch > 1:  # dynamic from the first compile (size 1 is specialized)
+                        for tensor in (ids, positions, slots, meta.attn_mask):
+                            if tensor is not None:
+                                torch._dynamo.mark_dynamic(tensor, 0)
+                    self.compiled(ids, positions, meta, kv_layers)
+        except Exception as exc:  # noqa: BLE001 - any compile failure means "run eagerly"
+            log.warning("torch.compile of the decode step failed (%s: %s); running eagerly",
+                        type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+            return False
+        self.compile_seconds = time.perf_counter() - start
+        self.ready = True
+        log.info("decode step compiled with torch.compile in %.1f s", self.compile_seconds)
+        return True
