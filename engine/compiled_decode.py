@@ -7,8 +7,8 @@ loops and calls one Python wrapper per step; on the demo model that halves the f
 1-8 (benchmarks/RESULTS.md, "torch.compile on the CPU decode step").
 
 Scope, like vLLM's compile-before-serving rule: only plain decode steps (one new token per
-row) of a native model on the contiguous CPU layout; prefill, jump-forward steps, the paged
-layout and CUDA (which has CUDA graphs) stay eager. Every graph the decode step needs is
+row) of a native model on CPU with TORCH_SDPA attention, contiguous or paged layout; prefill,
+jump-forward steps, the paged kernels and CUDA (which has CUDA graphs) stay eager. Every graph the decode step needs is
 compiled by `warm_up` before the engine takes requests: batch 1 and batch > 1 (PyTorch
 specializes size 1), each with and without a ragged-row mask, with the batch size, the key
 count and the first row marked dynamic, so no request triggers a compile later.
@@ -53,29 +53,42 @@ class CompiledDecode:
         return self.compiled(input_ids, positions, meta, kv_layers)
 
     @torch.inference_mode()
-    def warm_up(self, kv_layers: list[tuple[torch.Tensor, torch.Tensor]], row_len: int,
-                scratch_row: int, max_batch: int) -> bool:
-        """Compile every decode graph now. K/V writes go to the scratch row (never read);
-        reads cover rows [0, batch) whose contents do not matter. False (and eager from then on)
-        when compiling fails."""
+    def warm_up(self, kv_layers: list[tuple[torch.Tensor, torch.Tensor]], block_size: int,
+                scratch_block: int, max_batch: int, max_keys: int, paged: bool) -> bool:
+        """Compile every decode graph now. K/V writes go to the scratch block or row (never
+        read); reads cover rows [0, batch) or the scratch block, whose contents do not matter.
+        Contiguous layout: a "block" is a whole row. False (and eager from then on) when
+        compiling fails."""
         start = time.perf_counter()
         device = kv_layers[0][0].device
         try:
             for ragged in (False, True):
-                for batch, keys, first in _WARM_SHAPES:
-                    if first + batch > max_batch or keys >= row_len or (ragged and batch == 1):
+                for index, (batch, keys, first) in enumerate(_WARM_SHAPES):
+                    if paged:  # 2 or 3 blocks of keys; tables one block wider, as the runner pads
+                        keys, first = (1 + index % 2) * block_size + 1, 0
+                    if first + batch > max_batch or (ragged and batch == 1):
                         continue  # one row is never ragged
+                    if keys >= max_keys:
+                        continue
                     lens = [keys] * batch
                     if ragged:
                         lens[0] = keys - 1  # rows of unequal length: the masked graph
                     positions = torch.tensor([[n - 1] for n in lens], device=device)
-                    slots = torch.full((batch,), scratch_row * row_len + keys, device=device)
-                    meta = build_attention_metadata(positions, slots, None, lens, False, first)
+                    slots = torch.full((batch,), scratch_block * block_size, device=device)
+                    tables = None
+                    if paged:
+                        width = -(-keys // block_size) + 1
+                        tables = torch.full((batch, width), scratch_block, device=device)
+                    meta = build_attention_metadata(positions, slots, tables, lens, False, first)
                     ids = torch.zeros((batch, 1), dtype=torch.long, device=device)
                     if batch > 1:  # dynamic from the first compile (size 1 is specialized)
-                        for tensor in (ids, positions, slots, meta.attn_mask):
+                        for tensor in (ids, positions, slots, meta.attn_mask, tables):
                             if tensor is not None:
                                 torch._dynamo.mark_dynamic(tensor, 0)
+                    if tables is not None:
+                        torch._dynamo.mark_dynamic(tables, 1)
+                    if meta.attn_mask is not None:
+                        torch._dynamo.mark_dynamic(meta.attn_mask, 3)
                     self.compiled(ids, positions, meta, kv_layers)
         except Exception as exc:  # noqa: BLE001 - any compile failure means "run eagerly"
             log.warning("torch.compile of the decode step failed (%s: %s); running eagerly",

@@ -172,12 +172,11 @@ class LLMEngine:
             isinstance(self.kv_cache, KVCache), arch is not None and not runner.full_sequence,
             self.config.block_size, arch.head_dim if arch else 0)
         runner.paged_kernels = paged
-        cache = self.kv_cache
         if (self.device.type == "cpu" and not self.config.enforce_eager and arch is not None
-                and not runner.full_sequence and isinstance(cache, SlotKVCache)
-                and compiler_available()):
+                and not runner.full_sequence and not paged and compiler_available()):
             compiled = CompiledDecode(runner.model)
-            if compiled.warm_up(cache.layers, cache.max_len, cache.scratch_row, self.max_num_seqs):
+            if compiled.warm_up(self.kv_cache.layers, runner.block_size, runner.scratch_block,
+                                self.max_num_seqs, self.max_model_len, not runner.contiguous):
                 runner.compiled_decode = compiled
         if graphs:
             runner.graphs = DecodeGraphs(

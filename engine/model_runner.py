@@ -158,6 +158,8 @@ class ModelRunner:
 
     def _block_tables(self, seqs: list[Sequence]) -> torch.Tensor:
         width = max(len(seq.block_table) for seq in seqs)
+        if self.compiled_decode is not None:  # one compiled graph for every width: never 1
+            width = max(width + 1, 2)  # wide, and longer than any row's keys (compiled_decode)
         scratch = [self.kv_cache.scratch_block]
         rows = [seq.block_table + scratch * (width - len(seq.block_table)) for seq in seqs]
         return torch.tensor(rows, dtype=torch.long, device=self.device)

@@ -47,7 +47,23 @@ class PackedLinear(nn.Module):
         return weight.dtype == torch.float32
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_compiling():  # an opaque call in the graph (compiled_decode.py)
+            return packed_linear_op(x, self.packed, self.bias, self.out_features)
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+
+
+@torch.library.custom_op("thinkgate::packed_linear", mutates_args=())
+def packed_linear_op(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None,
+                     out_features: int) -> torch.Tensor:
+    """oneDNN's packed linear as a custom op: TorchInductor's own lowering of
+    `mkldnn._linear_pointwise` expects weights it packed itself and fails on ours."""
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
+@packed_linear_op.register_fake
+def _packed_linear_shape(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None,
+                         out_features: int) -> torch.Tensor:
+    return x.new_empty((*x.shape[:-1], out_features))
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, packed: PackedLinear | None) -> torch.Tensor:

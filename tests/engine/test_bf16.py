@@ -116,3 +116,20 @@ def test_bf16_matches_transformers_in_bf16(tmp_path: Path, arch: str) -> None:
             for tid, logprob in entry.items():
                 # bf16 rounding (8-bit mantissa) moves these logprobs by up to ~0.016 here
                 assert abs(logprob.logprob - ref[step, tid].item()) < 0.05, (prompt, step, tid)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, BF16])
+def test_packed_linear_inside_torch_compile_matches_eager(dtype: torch.dtype) -> None:
+    """The compiled decode step (engine/compiled_decode.py) calls packed projections as the
+    custom op `thinkgate::packed_linear`: same values as the eager call, with a bias."""
+    from thinkgate.engine.compiled_decode import compiler_available
+
+    weight = torch.randn(48, 32).to(dtype)
+    if not PackedLinear.supported(weight) or not compiler_available():
+        pytest.skip(f"no oneDNN {dtype} on this CPU, or no C++ compiler for TorchInductor")
+    layer = PackedLinear(weight, torch.randn(48).to(dtype))
+    compiled = torch.compile(lambda x: torch.relu(layer(x)) + 1, fullgraph=True, dynamic=True)
+    with torch.inference_mode():
+        for rows in (3, 5):
+            x = torch.randn(rows, 32).to(dtype)
+            assert torch.equal(compiled(x), torch.relu(layer(x)) + 1)

@@ -34,6 +34,13 @@ def compiled(demo_dir: str) -> Any:
 
 
 @pytest.fixture(scope="module")
+def compiled_paged(demo_dir: str) -> Any:
+    from thinkgate import LLM
+
+    return LLM(model=demo_dir, max_num_seqs=8, enforce_eager=False, kv_layout="paged")
+
+
+@pytest.fixture(scope="module")
 def eager(demo_dir: str) -> Any:
     from thinkgate import LLM
 
@@ -64,6 +71,18 @@ def test_greedy_tokens_and_logprobs_match_eager(compiled: Any, eager: Any) -> No
         assert a[0].token_ids == b[0].token_ids
         for tok, step_a, step_b in zip(a[0].token_ids, a[0].logprobs, b[0].logprobs):
             assert abs(step_a[tok].logprob - step_b[tok].logprob) < 1e-3
+
+
+def test_the_paged_layout_compiles_and_matches_eager(compiled_paged: Any, eager: Any) -> None:
+    from thinkgate.engine.kv_cache import KVCache
+
+    engine = compiled_paged.llm_engine
+    assert isinstance(engine.kv_cache, KVCache) and engine.runner.compiled_decode is not None
+    params = SamplingParams(max_tokens=40, temperature=0, ignore_eos=True)  # > 2 blocks of 16
+    before = _graphs()
+    assert ([o[0].token_ids for o in _run(compiled_paged, params)]
+            == [o[0].token_ids for o in _run(eager, params)])
+    assert _graphs() == before
 
 
 def test_seeded_sampling_matches_eager_with_n_and_ragged_rows(compiled: Any, eager: Any) -> None:
