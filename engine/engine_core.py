@@ -116,7 +116,7 @@ def _build(spec: dict[str, Any]) -> Any:
     config = spec["config"]
     for path in spec.get("plugins", ()):
         load_plugin(path)
-    engine = LLMEngine(config)
+    engine = LLMEngine(config, compile_now=False)  # compiled code is per thread count
     engine.structured_output = ConstrainedDecoding.for_engine(engine, spec.get("reasoning_parser"))
     if spec.get("threads"):
         torch.set_num_threads(int(spec["threads"]))
@@ -126,6 +126,7 @@ def _build(spec: dict[str, Any]) -> Any:
         torch.set_num_threads(threads)
         logger.info("engine core: %d torch threads (%.0f MB of weights)", threads,
                     weight_bytes / 1e6)
+    engine.compile_decode_step()
     return engine
 
 

@@ -57,7 +57,8 @@ class Request:
 
 class LLMEngine:
     def __init__(
-        self, config: EngineConfig, structured_output: StructuredOutputHook | None = None
+        self, config: EngineConfig, structured_output: StructuredOutputHook | None = None,
+        compile_now: bool = True,
     ) -> None:
         self.config = config
         self.device = torch.device(config.resolved_device)
@@ -101,6 +102,8 @@ class LLMEngine:
         self._rng = random.Random(config.seed)
         self.jump_forward_on = config.jump_forward  # per request: structured_outputs.jump_forward
         self._backend = self.tokenizer.backend_tokenizer
+        if compile_now:
+            self.compile_decode_step()
 
     def _max_model_len(self) -> int:
         limit = self.loaded.max_position_embeddings
@@ -172,17 +175,27 @@ class LLMEngine:
             isinstance(self.kv_cache, KVCache), arch is not None and not runner.full_sequence,
             self.config.block_size, arch.head_dim if arch else 0)
         runner.paged_kernels = paged
-        if (self.device.type == "cpu" and not self.config.enforce_eager and arch is not None
-                and not runner.full_sequence and not paged and compiler_available()):
-            compiled = CompiledDecode(runner.model)
-            if compiled.warm_up(self.kv_cache.layers, runner.block_size, runner.scratch_block,
-                                self.max_num_seqs, self.max_model_len, not runner.contiguous):
-                runner.compiled_decode = compiled
+        self._compile_pending = (
+            self.device.type == "cpu" and not self.config.enforce_eager and arch is not None
+            and not runner.full_sequence and not paged and compiler_available())
         if graphs:
             runner.graphs = DecodeGraphs(
                 runner.model, self.kv_cache.layers, capture_sizes(self.max_num_seqs),
                 -(-self.max_model_len // self.config.block_size), self.config.block_size,
                 self.kv_cache.scratch_block, self.device, capture=True)
+
+    def compile_decode_step(self) -> None:
+        """Compile the CPU decode step (compiled_decode.py) where it applies; once. Compiled
+        code is specialized to torch's thread count: set it before this (the engine core
+        does; `__init__` calls this unless told `compile_now=False`)."""
+        if not self._compile_pending:
+            return
+        self._compile_pending = False
+        runner = self.runner
+        compiled = CompiledDecode(runner.model)
+        if compiled.warm_up(self.kv_cache.layers, runner.block_size, runner.scratch_block,
+                            self.max_num_seqs, self.max_model_len, not runner.contiguous):
+            runner.compiled_decode = compiled
 
     def _default_kv_budget(self) -> int:
         if self.device.type == "cuda":
