@@ -65,6 +65,8 @@ class RegionLayout:
             pre, post = "```json\n", "\n```"
         elif r.after_body:
             post = r.after_body[0]
+        if r.optional_prefixes:  # what the model writes before it: PLaMo's constrain header
+            pre = r.optional_prefixes[0] + pre
         if has_index:
             head_tail += pre
         else:

@@ -43,7 +43,8 @@ class Region:
     call_close: str = ""               # consumed by an xml/gemma body: "</function>", "</invoke>"
     after_body: tuple[str, ...] = ()   # optional literals after a body: "```", end-of-args tags
     fence: bool = False                # an optional ```json fence before the body
-    optional_prefixes: tuple[str, ...] = ()  # skipped when the body starts with one
+    optional_prefixes: tuple[str, ...] = ()  # skipped when the body starts with one; the
+                                             # renderer and the grammar write the first
     sep: str = ""                      # between bodies in one region (Llama's ";")
     single_key: bool = False           # {"NAME": {args}} objects (Apertus)
     name_keys: tuple[str, ...] = ("name", "tool_name", "function")
