@@ -108,9 +108,18 @@ def markers_of(tool: str | None, reasoning: str | None) -> list[str]:
     return [m for m in out if len(m) > 1 and not any(c.isspace() for c in m)]
 
 
-def random_calls(rng: random.Random) -> list[tuple[str, dict[str, Any]]]:
-    calls = []
-    for _ in range(rng.choice([0, 1, 1, 1, 2, 3])):
+# What a real model writes around its calls where the plain generator would not be it:
+# Cohere's answer text sits in a response block; GigaChat's one call ends the output;
+# InternLM 2 writes one action per message (vLLM's parser fails on a second).
+TEXT_FRAME = {n: ("<|START_RESPONSE|>", "<|END_RESPONSE|>")
+              for n in ("cohere_command3", "cohere_command4")}
+ENDS_AT_CALL = {"gigachat3"}
+MAX_CALLS = {"gigachat3": 1, "internlm": 1}
+
+
+def random_calls(rng: random.Random, max_calls: int = 3) -> list[tuple[str, dict[str, Any]]]:
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for _ in range(min(max_calls, rng.choice([0, 1, 1, 1, 2, 3]))):
         kind = rng.choice(["get_weather", "ping", "write"])
         if kind == "get_weather":
             args: dict[str, Any] = {"city": rng.choice(WORDS)}
@@ -141,13 +150,14 @@ def generate(tool: str | None, reasoning: str | None, seed: int) -> tuple[str, d
         parts.append("Let me think about " + rng.choice(WORDS) + ".\n")
         if r.end and rng.random() < 0.9:
             parts.append(r.end[0] + rng.choice(["", "\n", "\n\n"]))
+    fo, fc = TEXT_FRAME.get(tool or "", ("", ""))
     if rng.random() < 0.5:
-        parts.append(rng.choice(["I'll check. ", "Sure.\n", "Here: ", "Okay"]))
-    calls = random_calls(rng) if tool is not None else []
+        parts.append(fo + rng.choice(["I'll check. ", "Sure.\n", "Here: ", "Okay"]) + fc)
+    calls = random_calls(rng, MAX_CALLS.get(tool or "", 3)) if tool is not None else []
     if calls:
         parts.append(render_calls(tool, calls))
-    if rng.random() < 0.3:
-        parts.append(rng.choice(["\nDone.", " That is all.", "\n"]))
+    if rng.random() < 0.3 and not (calls and tool in ENDS_AT_CALL):
+        parts.append(fo + rng.choice(["\nDone.", " That is all.", "\n"]) + fc)
     text = "".join(parts)
     roll = rng.random()
     if roll < 0.12 and len(text) > 4:  # cut off mid-output (max_tokens)

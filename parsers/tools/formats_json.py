@@ -10,6 +10,12 @@ _TC = Region(("<tool_call>",), "json_call", end=("</tool_call>",))
 _INKLING_DROP = ("<|content_model_end_sampling|>", "<|content_invoke_tool_text|>",
                  "<|content_tool_error|>", "<|message_model|>", "<|content_text|>")
 
+# Cohere writes an id in each call; its answer text sits in a response block
+_COHERE = Region(("<|START_ACTION|>",), "json_list", end=("<|END_ACTION|>",),
+                 name_keys=("tool_name", "name"), args_keys=("parameters", "arguments"),
+                 id_key="tool_call_id")
+_COHERE_DROP = ("<|START_RESPONSE|>", "<|END_RESPONSE|>")
+
 SPECS = [
     ToolSpec("hermes", (_TC,), "Hermes 2/3, Qwen2.5, QwQ", keep_ws=True),
     ToolSpec("qwen3_json", (_TC,), "Qwen2.5 / QwQ / Qwen3 (JSON tool calls)", keep_ws=True),
@@ -23,8 +29,12 @@ SPECS = [
     ToolSpec("internlm", (Region(("<|action_start|><|plugin|>",), "json_call",
                                  end=("<|action_end|>",)),), "InternLM 2 / 2.5",
              extra_markers=("<|action_start|>", "<|plugin|>"), keep_ws=True),
+    # GigaChat 3 writes `text<|message_sep|>\n\nfunction call<|role_sep|>\n{..}`, 3.1
+    # `text<|function_call|>{..}`: one call, then the end of the output
     ToolSpec("gigachat3", (Region(("<|function_call|>", "function call<|role_sep|>"),
-                                  "json_call", end=("<|message_sep|>",)),), "GigaChat 3"),
+                                  "json_call"),), "GigaChat 3",
+             extra_markers=("<|message_sep|>", "<|role_sep|>"), content_drop=("<|message_sep|>",),
+             keep_ws=True),
     ToolSpec("inkling", (Region(("<|content_invoke_tool_json|>",), "json_call",
                                 end=("<|end_message|>", "<|content_model_end_sampling|>"),
                                 args_keys=("args", "arguments", "parameters", "tool_input")),),
@@ -44,14 +54,8 @@ SPECS = [
              ends_reasoning=False),  # "functools" is a word a model may think about
     ToolSpec("apertus", (Region(("<|tools_prefix|>",), "json_list", end=("<|tools_suffix|>",),
                                 single_key=True),), "Swiss AI Apertus"),
-    ToolSpec("cohere_command3", (Region(("<|START_ACTION|>",), "json_list",
-                                        end=("<|END_ACTION|>",), name_keys=("tool_name", "name"),
-                                        args_keys=("parameters", "arguments")),),
-             "Cohere Command R / R+"),
-    ToolSpec("cohere_command4", (Region(("<|START_ACTION|>",), "json_list",
-                                        end=("<|END_ACTION|>",), name_keys=("tool_name", "name"),
-                                        args_keys=("parameters", "arguments")),),
-             "Cohere Command A"),
+    ToolSpec("cohere_command3", (_COHERE,), "Cohere Command R / R+", content_drop=_COHERE_DROP),
+    ToolSpec("cohere_command4", (_COHERE,), "Cohere Command A", content_drop=_COHERE_DROP),
     ToolSpec("xlam", (
         Region(("```json",), "json_list", end=("```",)),
         Region(("[TOOL_CALLS]",), "json_list"),

@@ -67,6 +67,13 @@ _HY_KV = ParamSyntax("<arg_key>", "</arg_key>", "</arg_value>", value_open="<arg
 _HY = Region(("<tool_calls>",), "xml", end=("</tool_calls>",), call_begin=("<tool_call>",),
              call_close="</tool_call>", header=Header(name_end=("<tool_sep>",)), params=_HY_KV,
              render_args="xml")
+# Hunyuan 4 writes no <tool_sep>: the name runs up to the first <arg_key> (vLLM's hy_v4);
+# a Hunyuan 3 style <tool_sep> is still read as the name's end
+_HY4 = Region(("<tool_calls>",), "xml", end=("</tool_calls>",), call_begin=("<tool_call>",),
+              call_close="</tool_call>",
+              header=Header(name_end=("<tool_sep>",), name_stop=("<arg_key>", "</tool_call>"),
+                            render_end=""),
+              params=_HY_KV, render_args="xml")
 _MM3 = "]<]minimax[>["
 _PY = Region(("[",), "pythonic", render_args="pythonic")
 
@@ -129,7 +136,7 @@ SPECS = [
     ToolSpec("ling3", _glm(("\n",)), "inclusionAI Ling 3"),
     ToolSpec("poolside_v1", _glm(("\n",)), "Poolside"),
     ToolSpec("hy_v3", (_HY,), "Tencent Hunyuan 3", keep_ws=True),
-    ToolSpec("hy_v4", (_HY,), "Tencent Hunyuan 4 (typed value tags)"),
+    ToolSpec("hy_v4", (_HY4,), "Tencent Hunyuan 4 (typed value tags)", keep_ws=True),
     ToolSpec("k2_horizon", (Region(
         ("<ifm|tool_calls>",), "xml", end=("</ifm|tool_calls>",),
         call_begin=("<ifm|tool_call>",), call_close="</ifm|tool_call>",

@@ -49,6 +49,7 @@ class Region:
     single_key: bool = False           # {"NAME": {args}} objects (Apertus)
     name_keys: tuple[str, ...] = ("name", "tool_name", "function")
     args_keys: tuple[str, ...] = ("arguments", "parameters", "args", "tool_input")
+    id_key: str = ""                   # the renderer writes the call's index under this key
     args_required: bool = False        # a call object must have an arguments key (Llama JSON)
     list_alt: bool = False             # a JSON list may replace the header+body (pre-v11 Mistral)
     bare_give_back: bool = False       # a region given back as text loses its start marker
