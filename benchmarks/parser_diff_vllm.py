@@ -111,8 +111,23 @@ def markers_of(tool: str | None, reasoning: str | None) -> list[str]:
 # What a real model writes around its calls where the plain generator would not be it:
 # Cohere's answer text sits in a response block; GigaChat's one call ends the output;
 # InternLM 2 writes one action per message (vLLM's parser fails on a second).
-TEXT_FRAME = {n: ("<|START_RESPONSE|>", "<|END_RESPONSE|>")
-              for n in ("cohere_command3", "cohere_command4")}
+# gpt-oss writes Harmony messages: a commentary preamble, calls, a final answer; the prompt
+# already holds the first message's `<|start|>assistant`, and vLLM always reads Harmony with
+# its reasoning parser too (ours is paired the same way).
+_COHERE_FRAME = ("<|START_RESPONSE|>", "<|END_RESPONSE|>")
+TEXT_FRAME = {"cohere_command3": (_COHERE_FRAME, _COHERE_FRAME),
+              "cohere_command4": (_COHERE_FRAME, _COHERE_FRAME),
+              "openai": (("<|start|>assistant<|channel|>commentary<|message|>", "<|end|>"),
+                         ("<|start|>assistant<|channel|>final<|message|>", "<|return|>"))}
+# Muse writes channel-scoped messages (` to=self<|message|>..<|eom|>`): calls in a message to
+# the tool, text to the user or as commentary.
+_MUSE = ("muse", "muse_glimmer", "musespark1x")
+for _n in _MUSE:
+    TEXT_FRAME[_n] = (("<|start|>assistant to=commentary<|message|>", "<|eom|>"),
+                      ("<|start|>assistant to=user<|message|>", "<|eot|>"))
+CALL_FRAME = {n: ("<|start|>assistant to={name}<|message|>", "<|eom|>") for n in _MUSE}
+PROMPT_PREFIX = {n: "<|start|>assistant" for n in ("openai", *_MUSE)}
+PAIRED_REASONING = {"openai": "openai_gptoss", **{n: n for n in _MUSE}}
 ENDS_AT_CALL = {"gigachat3"}
 MAX_CALLS = {"gigachat3": 1, "internlm": 1}
 
@@ -150,15 +165,19 @@ def generate(tool: str | None, reasoning: str | None, seed: int) -> tuple[str, d
         parts.append("Let me think about " + rng.choice(WORDS) + ".\n")
         if r.end and rng.random() < 0.9:
             parts.append(r.end[0] + rng.choice(["", "\n", "\n\n"]))
-    fo, fc = TEXT_FRAME.get(tool or "", ("", ""))
+    (bo, bc), (ao, ac) = TEXT_FRAME.get(tool or "", (("", ""), ("", "")))
     if rng.random() < 0.5:
-        parts.append(fo + rng.choice(["I'll check. ", "Sure.\n", "Here: ", "Okay"]) + fc)
+        parts.append(bo + rng.choice(["I'll check. ", "Sure.\n", "Here: ", "Okay"]) + bc)
     calls = random_calls(rng, MAX_CALLS.get(tool or "", 3)) if tool is not None else []
     if calls:
-        parts.append(render_calls(tool, calls))
+        co, cc = CALL_FRAME.get(tool or "", ("", ""))
+        parts.append(co.replace("{name}", calls[0][0]) + render_calls(tool, calls) + cc)
     if rng.random() < 0.3 and not (calls and tool in ENDS_AT_CALL):
-        parts.append(fo + rng.choice(["\nDone.", " That is all.", "\n"]) + fc)
+        parts.append(ao + rng.choice(["\nDone.", " That is all.", "\n"]) + ac)
     text = "".join(parts)
+    prefix = PROMPT_PREFIX.get(tool or "", "")
+    if prefix and text.startswith(prefix):
+        text = text[len(prefix):]
     roll = rng.random()
     if roll < 0.12 and len(text) > 4:  # cut off mid-output (max_tokens)
         text = text[: rng.randint(len(text) // 2, len(text) - 1)]
@@ -187,9 +206,17 @@ def vllm_parse(tool: str | None, reasoning: str | None, text: str, ckw: dict) ->
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
     from vllm.parser.parser_manager import ParserManager
 
+    reasoning = reasoning or PAIRED_REASONING.get(tool or "")
     tok = CharTokenizer(markers_of(tool, reasoning), special=tool is None)
+    harmony = tool == "openai"
+    ids: list[int] = []
+    if harmony:  # vLLM reads Harmony from its own token ids
+        from openai_harmony import HarmonyEncodingName, load_harmony_encoding
+
+        enc = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
+        ids = enc.encode(text, allowed_special="all")
     cls = ParserManager.get_parser(tool_parser_name=tool, reasoning_parser_name=reasoning,
-                                   enable_auto_tools=tool is not None)
+                                   enable_auto_tools=tool is not None, is_harmony=harmony)
     request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}],
                                     tools=TOOLS if tool else None,
                                     chat_template_kwargs=ckw or None)
@@ -197,11 +224,13 @@ def vllm_parse(tool: str | None, reasoning: str | None, text: str, ckw: dict) ->
         parser = cls(tok, request.tools, chat_template_kwargs=ckw)
     except TypeError:
         parser = cls(tok)
-    r, c, calls = parser.parse(text, request, enable_auto_tools=tool is not None)
+    r, c, calls = parser.parse(text, request, enable_auto_tools=tool is not None,
+                               model_output_token_ids=ids)
     return norm(r, c, calls)
 
 
 def ours(tool: str | None, reasoning: str | None, text: str, ckw: dict) -> tuple:
+    reasoning = reasoning or PAIRED_REASONING.get(tool or "")
     m = get_parser(tool_parser=tool, reasoning_parser=reasoning).parse(
         text, tools=TOOLS if tool else None, chat_template_kwargs=ckw)
     return norm(m.reasoning, m.content, [{"name": c.name, "arguments": c.arguments}

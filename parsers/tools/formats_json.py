@@ -106,5 +106,5 @@ SPECS = [
         end=("<|call|>",),
         header=Header(name_end=(" ", "<|constrain|>", "<|message|>"), skip_to="<|message|>",
                       render="{name} <|constrain|>json", render_end="")),), "OpenAI gpt-oss (Harmony)",
-        extra_markers=("<|message|>", "<|constrain|>")),
+        extra_markers=("<|message|>", "<|constrain|>"), keep_ws=True),
 ]
