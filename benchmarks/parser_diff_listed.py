@@ -15,7 +15,7 @@ Result = tuple[Any, Any, list]
 
 # Tool parsers whose vLLM parser also drops the text before the calls (README: "text around a
 # llama3_json call", minicpm5's "text around calls"); ours keeps it.
-DROPS_TEXT_BEFORE = {"llama3_json", "llama4_json", "minicpm5"}
+DROPS_TEXT_BEFORE = {"llama3_json", "llama4_json", "minicpm5", "phi4_mini_json"}
 
 
 def _calls_equal(mine: Result, theirs: Result) -> bool:
@@ -65,9 +65,19 @@ def _arguments_not_an_object(tool: str | None, text: str, mine: Result,
     return differs
 
 
+def _bracket_in_phi4_argument(tool: str | None, text: str, mine: Result,
+                              theirs: Result) -> bool:
+    """vLLM's phi4_mini_json takes the call list up to the first `]`, so a `]` inside an
+    argument string loses every call (the output becomes content or nothing)."""
+    if tool != "phi4_mini_json" or theirs[2] or not mine[2] or mine[0] != theirs[0]:
+        return False
+    return any("]" in args for _, args in mine[2])
+
+
 RULES = {"text after the calls": _text_after_calls,
          "text before the calls": _text_before_calls,
-         "arguments not a JSON object in vLLM": _arguments_not_an_object}
+         "arguments not a JSON object in vLLM": _arguments_not_an_object,
+         "a `]` in a phi4_mini_json argument": _bracket_in_phi4_argument}
 
 
 def listed_difference(tool: str | None, reasoning: str | None, text: str, mine: Result,

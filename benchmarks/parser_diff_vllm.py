@@ -129,6 +129,8 @@ CALL_FRAME = {n: ("<|start|>assistant to={name}<|message|>", "<|eom|>") for n in
 PROMPT_PREFIX = {n: "<|start|>assistant" for n in ("openai", *_MUSE)}
 PAIRED_REASONING = {"openai": "openai_gptoss", **{n: n for n in _MUSE}}
 ENDS_AT_CALL = {"gigachat3"}
+# Llama's pythonic calls are the whole message: vLLM reads a call list only as all the output.
+CALLS_ONLY = {"pythonic", "llama4_pythonic"}
 MAX_CALLS = {"gigachat3": 1, "internlm": 1}
 
 
@@ -166,13 +168,14 @@ def generate(tool: str | None, reasoning: str | None, seed: int) -> tuple[str, d
         if r.end and rng.random() < 0.9:
             parts.append(r.end[0] + rng.choice(["", "\n", "\n\n"]))
     (bo, bc), (ao, ac) = TEXT_FRAME.get(tool or "", (("", ""), ("", "")))
-    if rng.random() < 0.5:
-        parts.append(bo + rng.choice(["I'll check. ", "Sure.\n", "Here: ", "Okay"]) + bc)
     calls = random_calls(rng, MAX_CALLS.get(tool or "", 3)) if tool is not None else []
+    alone = bool(calls) and tool in CALLS_ONLY
+    if rng.random() < 0.5 and not alone:
+        parts.append(bo + rng.choice(["I'll check. ", "Sure.\n", "Here: ", "Okay"]) + bc)
     if calls:
         co, cc = CALL_FRAME.get(tool or "", ("", ""))
         parts.append(co.replace("{name}", calls[0][0]) + render_calls(tool, calls) + cc)
-    if rng.random() < 0.3 and not (calls and tool in ENDS_AT_CALL):
+    if rng.random() < 0.3 and not alone and not (calls and tool in ENDS_AT_CALL):
         parts.append(ao + rng.choice(["\nDone.", " That is all.", "\n"]) + ac)
     text = "".join(parts)
     prefix = PROMPT_PREFIX.get(tool or "", "")
