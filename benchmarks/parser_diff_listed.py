@@ -81,9 +81,15 @@ RULES = {"text after the calls": _text_after_calls,
 
 
 def listed_difference(tool: str | None, reasoning: str | None, text: str, mine: Result,
-                      theirs: Result) -> str | None:
-    """The README row this disagreement is, or None when it is not a listed one."""
+                      theirs: Result, stream: Result | None = None) -> str | None:
+    """The README row this disagreement is, or None when it is not a listed one. ``stream``
+    is vLLM's streamed result for the same text, where the caller has it."""
     for label, rule in RULES.items():
         if rule(tool, text, mine, theirs):
             return label
+    if stream is not None and (stream == mine or _arguments_not_an_object(tool, text, mine,
+                                                                          stream)):
+        # vLLM's two modes differ (a call cut off: its stream has sent the call, its
+        # non-streamed parse returns the text); ours is the stream's, arguments closed
+        return "vLLM's stream gives ours"
     return None

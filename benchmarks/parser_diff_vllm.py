@@ -26,6 +26,7 @@ import random
 import sys
 from typing import Any
 
+from thinkgate.benchmarks.parser_diff_listed import listed_difference
 from thinkgate.parsers import get_parser, list_parsers
 
 TOOLS = [
@@ -205,7 +206,10 @@ def norm(reasoning: Any, content: Any, calls: Any) -> tuple:
     return (reasoning or None, content or None, out)
 
 
-def vllm_parse(tool: str | None, reasoning: str | None, text: str, ckw: dict) -> tuple:
+def vllm_parse(tool: str | None, reasoning: str | None, text: str, ckw: dict,
+               stream: bool = False) -> tuple:
+    """vLLM's result for ``text``: ``parse``, or with ``stream`` its ``parse_delta`` fed one
+    token per delta (the deltas joined: content, reasoning, each call's name and arguments)."""
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
     from vllm.parser.parser_manager import ParserManager
 
@@ -227,9 +231,32 @@ def vllm_parse(tool: str | None, reasoning: str | None, text: str, ckw: dict) ->
         parser = cls(tok, request.tools, chat_template_kwargs=ckw)
     except TypeError:
         parser = cls(tok)
+    if stream:
+        return norm(*_vllm_stream(parser, request, tok, text))
     r, c, calls = parser.parse(text, request, enable_auto_tools=tool is not None,
                                model_output_token_ids=ids)
     return norm(r, c, calls)
+
+
+def _vllm_stream(parser: Any, request: Any, tok: CharTokenizer, text: str) -> tuple:
+    pieces = tok.tokenize(text)
+    if hasattr(parser, "adjust_request"):
+        request = parser.adjust_request(request)
+    reasoning, content = [], []
+    calls: dict[int, dict[str, str]] = {}
+    for i, piece in enumerate(pieces):
+        d = parser.parse_delta(piece, tok.encode(piece), request, prompt_token_ids=[],
+                               finished=i == len(pieces) - 1)
+        if d is None:
+            continue
+        reasoning.append(getattr(d, "reasoning", None) or "")
+        content.append(d.content or "")
+        for tc in d.tool_calls or []:
+            call = calls.setdefault(tc.index, {"name": "", "arguments": ""})
+            if tc.function is not None:
+                call["name"] += tc.function.name or ""
+                call["arguments"] += tc.function.arguments or ""
+    return "".join(reasoning), "".join(content), [calls[k] for k in sorted(calls)]
 
 
 def ours(tool: str | None, reasoning: str | None, text: str, ckw: dict) -> tuple:
@@ -253,11 +280,11 @@ def main() -> None:
     pairs += [(None, r) for r in names["reasoning"] if r not in SKIP and args.kind != "tool"]
     if args.only:
         pairs = [(t, r) for t, r in pairs if (t or r) in args.only]
-    total = agree = 0
-    print(f"{'name':28s} {'kind':9s} agree / n   vLLM errors")
+    total = agree = listed = 0
+    labels: dict[str, int] = {}
+    print(f"{'name':28s} {'kind':9s} agree / n   listed  vLLM errors")
     for tool, reasoning in pairs:
-        ok = errors = 0
-        shown = 0
+        ok = errors = known = shown = 0
         for seed in range(args.n):
             text, ckw = generate(tool, reasoning, seed)
             mine = ours(tool, reasoning, text, ckw)
@@ -267,14 +294,29 @@ def main() -> None:
                 theirs, errors = ("error", type(e).__name__, str(e)[:120]), errors + 1
             if mine == theirs:
                 ok += 1
+                continue
+            label = None
+            if theirs[0] != "error":
+                try:
+                    stream = vllm_parse(tool, reasoning, text, ckw, stream=True)
+                except Exception:
+                    stream = None
+                label = listed_difference(tool, reasoning, text, mine, theirs, stream)
+            if label is not None:
+                known += 1
+                labels[label] = labels.get(label, 0) + 1
             elif shown < args.show:
                 shown += 1
                 print(f"  {tool or reasoning}: {text!r}\n    ours {mine}\n    vLLM {theirs}")
-        total, agree = total + args.n, agree + ok
+        total, agree, listed = total + args.n, agree + ok, listed + known
         kind = "tool" if tool else "reasoning"
-        print(f"{tool or reasoning:28s} {kind:9s} {ok:5d} / {args.n:<3d} {errors:5d}")
+        print(f"{tool or reasoning:28s} {kind:9s} {ok:5d} / {args.n:<3d} {known:6d} {errors:5d}")
         sys.stdout.flush()
-    print(f"{'all':28s} {'':9s} {agree:5d} / {total:<5d} ({100 * agree / max(total, 1):.1f}%)")
+    print(f"{'all':28s} {'':9s} {agree:5d} / {total:<5d} ({100 * agree / max(total, 1):.1f}%)"
+          f" agree; {agree + listed} ({100 * (agree + listed) / max(total, 1):.1f}%) agree or"
+          f" a listed deliberate difference")
+    for label, n in sorted(labels.items(), key=lambda kv: -kv[1]):
+        print(f"  listed: {label}: {n}")
 
 
 if __name__ == "__main__":
