@@ -15,7 +15,7 @@ Result = tuple[Any, Any, list]
 
 # Tool parsers whose vLLM parser also drops the text before the calls (README: "text around a
 # llama3_json call", minicpm5's "text around calls"); ours keeps it.
-DROPS_TEXT_BEFORE = {"llama3_json", "llama4_json", "minicpm5", "phi4_mini_json"}
+DROPS_TEXT_BEFORE = {"llama3_json", "llama4_json", "minicpm5", "phi4_mini_json", "olmo3"}
 
 
 def _calls_equal(mine: Result, theirs: Result) -> bool:

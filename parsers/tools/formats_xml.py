@@ -115,13 +115,13 @@ SPECS = [
         call_close=_MM3 + "</invoke>", render_args="nested_xml"),), "MiniMax-M3",
         extra_markers=(_MM3,), keep_ws=True),
     ToolSpec("deepseek_v32", _dsml(("<｜DSML｜function_calls>",), ("</｜DSML｜function_calls>",)),
-             "DeepSeek-V3.2"),
+             "DeepSeek-V3.2", keep_ws=True),
     ToolSpec("deepseek_v4", _dsml(("<｜DSML｜tool_calls>", "<｜DSML｜function_calls>"),
                                   ("</｜DSML｜tool_calls>", "</｜DSML｜function_calls>"),
                                   bare_invoke=True), "DeepSeek-V4", keep_ws=True,
              ends_reasoning_at=("<｜DSML｜tool_calls>", "<｜DSML｜function_calls>")),
     ToolSpec("deepseek_v41", _dsml(("<｜DSML｜ calls>",), ("</｜DSML｜ calls>",), space=" "),
-             "DeepSeek-V4.1"),
+             "DeepSeek-V4.1", keep_ws=True),
     ToolSpec("kimi_k3", (Region(
         ("<|open|>tools<|sep|>",), "xml", end=("<|close|>tools<|sep|>",),
         call_begin=("<|open|>call",), header=Header(
