@@ -9,6 +9,7 @@ is about them.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 Result = tuple[Any, Any, list]
@@ -74,10 +75,29 @@ def _bracket_in_phi4_argument(tool: str | None, text: str, mine: Result,
     return any("]" in args for _, args in mine[2])
 
 
+# vLLM's functiongemma parser reads only `<escape>`-quoted values: a number, boolean or object
+# argument is dropped from the call
+DROPS_UNQUOTED_ARGS = {"functiongemma"}
+
+
+def _arguments_dropped(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
+    """Each of vLLM's calls has a subset of our call's arguments, with the same values."""
+    if tool not in DROPS_UNQUOTED_ARGS or mine[0] != theirs[0] or mine[1] != theirs[1] \
+            or len(mine[2]) != len(theirs[2]) or mine[2] == theirs[2]:
+        return False
+    for (name_a, args_a), (name_b, args_b) in zip(mine[2], theirs[2]):
+        a, b = json.loads(args_a), json.loads(args_b)
+        if name_a != name_b or not isinstance(a, dict) or not isinstance(b, dict) \
+                or any(k not in a or a[k] != v for k, v in b.items()):
+            return False
+    return True
+
+
 RULES = {"text after the calls": _text_after_calls,
          "text before the calls": _text_before_calls,
          "arguments not a JSON object in vLLM": _arguments_not_an_object,
-         "a `]` in a phi4_mini_json argument": _bracket_in_phi4_argument}
+         "a `]` in a phi4_mini_json argument": _bracket_in_phi4_argument,
+         "functiongemma arguments vLLM drops": _arguments_dropped}
 
 
 def listed_difference(tool: str | None, reasoning: str | None, text: str, mine: Result,

@@ -99,7 +99,8 @@ SPECS = [
         call_end=("<｜tool_call_end｜>",), header=_QFN,
         params=ParamSyntax("<steptml:parameter name=", ">", "</steptml:parameter>",
                            trim_newline=False),
-        call_close="</steptml:invoke>", render_args="xml"),), "StepFun Step-3"),
+        call_close="</steptml:invoke>", render_args="xml"),), "StepFun Step-3", keep_ws=True,
+        verbatim=True),
     # the tokenizer may spell the space as "\u0120" or drop it ("<functionname=")
     ToolSpec("minicpm5", (Region(
         ("<function name=", "<function\u0120name=", "<functionname="), "xml", header=_QFN,
@@ -134,7 +135,7 @@ SPECS = [
     ToolSpec("glm45", _glm(("\n",)), "Zhipu GLM-4.5 / 4.6 / 4.7 / 5"),
     ToolSpec("glm47", _glm(("\n",)), "Zhipu GLM-4.7"),
     ToolSpec("ling3", _glm(("\n",)), "inclusionAI Ling 3"),
-    ToolSpec("poolside_v1", _glm(("\n",)), "Poolside"),
+    ToolSpec("poolside_v1", _glm(("\n",)), "Poolside", keep_ws=True),
     ToolSpec("hy_v3", (_HY,), "Tencent Hunyuan 3", keep_ws=True),
     ToolSpec("hy_v4", (_HY4,), "Tencent Hunyuan 4 (typed value tags)", keep_ws=True),
     ToolSpec("k2_horizon", (Region(
