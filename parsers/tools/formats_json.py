@@ -33,7 +33,8 @@ SPECS = [
     # `text<|function_call|>{..}`: one call, then the end of the output
     ToolSpec("gigachat3", (Region(("<|function_call|>", "function call<|role_sep|>"),
                                   "json_call"),), "GigaChat 3",
-             extra_markers=("<|message_sep|>", "<|role_sep|>"), content_drop=("<|message_sep|>",),
+             extra_markers=("<|message_sep|>", "<|role_sep|>"),
+             content_drop=("<|message_sep|>\n\n", "<|message_sep|>"),
              keep_ws=True),
     ToolSpec("inkling", (Region(("<|content_invoke_tool_json|>",), "json_call",
                                 end=("<|end_message|>", "<|content_model_end_sampling|>"),
