@@ -128,11 +128,12 @@ TEXT_FRAME = {"cohere_command3": (_COHERE_FRAME, _COHERE_FRAME),
 # Muse writes channel-scoped messages (` to=self<|message|>..<|eom|>`): calls in a message to
 # the tool, text to the user or as commentary.
 _MUSE = ("muse", "muse_glimmer", "musespark1x")
-for _n in _MUSE:
-    TEXT_FRAME[_n] = (("<|start|>assistant to=commentary<|message|>", "<|eom|>"),
+for _n in _MUSE:  # Glimmer has no commentary channel: its text goes to the user
+    _before = "user" if _n == "muse_glimmer" else "commentary"
+    TEXT_FRAME[_n] = ((f"<|start|>assistant to={_before}<|message|>", "<|eom|>"),
                       ("<|start|>assistant to=user<|message|>", "<|eot|>"))
 CALL_FRAME = {n: ("<|start|>assistant to={name}<|message|>", "<|eom|>") for n in _MUSE}
-PROMPT_PREFIX = {n: "<|start|>assistant" for n in ("openai", *_MUSE)}
+PROMPT_PREFIX = {"openai": "<|start|>assistant", **{n: "<|start|>assistant " for n in _MUSE}}
 PAIRED_REASONING = {"openai": "openai_gptoss", **{n: n for n in _MUSE}}
 ENDS_AT_CALL = {"gigachat3"}
 # Llama's pythonic calls are the whole message: vLLM reads a call list only as all the output.

@@ -107,9 +107,13 @@ SPECS = [
         params=ParamSyntax("<param name=", ">", "</param>", cdata=True, trim_newline=False,
                            open_alts=("<param\u0120name=", "<paramname=")),
         call_close="</function>", render_args="xml", known_names=True),), "MiniCPM 5"),
-    ToolSpec("muse", _atem("json_unless_string"), "Muse Spark", ends_reasoning=False),
-    ToolSpec("musespark1x", _atem("json_unless_string"), "Muse Spark 1.x", ends_reasoning=False),
-    ToolSpec("muse_glimmer", _atem("json"), "Muse Glimmer", ends_reasoning=False),
+    # Muse messages keep their text as written around a tool channel (vLLM's muse parsers)
+    ToolSpec("muse", _atem("json_unless_string"), "Muse Spark", ends_reasoning=False,
+             keep_ws=True, verbatim=True),
+    ToolSpec("musespark1x", _atem("json_unless_string"), "Muse Spark 1.x", ends_reasoning=False,
+             keep_ws=True, verbatim=True),
+    ToolSpec("muse_glimmer", _atem("json"), "Muse Glimmer", ends_reasoning=False,
+             keep_ws=True, verbatim=True),
     ToolSpec("minimax_m3", (Region(
         (_MM3 + "<tool_call>",), "nested_xml", end=(_MM3 + "</tool_call>",),
         call_begin=(_MM3 + "<invoke name=",), header=_QFN, namespace=_MM3,
