@@ -75,7 +75,7 @@ SPECS = [
                       strip_prefixes=("function<｜tool▁sep｜>",),
                       render="function<｜tool▁sep｜>{name}"),
         fence=True, after_body=("```",)),), "DeepSeek-V3, DeepSeek-R1",
-        extra_markers=("<｜tool▁sep｜>",), keep_ws=True),
+        extra_markers=("<｜tool▁sep｜>",), keep_ws=True, verbatim=True),
     ToolSpec("deepseek_v31", (Region(
         ("<｜tool▁calls▁begin｜>",), "json_args", end=("<｜tool▁calls▁end｜>",),
         call_begin=("<｜tool▁call▁begin｜>",), call_end=("<｜tool▁call▁end｜>",),
