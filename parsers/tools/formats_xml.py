@@ -82,7 +82,7 @@ SPECS = [
     ToolSpec("qwen3_xml", _qwen(), "Qwen3 (XML tool calls)"),
     ToolSpec("step3p5", _qwen(), "StepFun Step-3.5"),
     ToolSpec("step5", _qwen(), "StepFun Step-5", keep_ws=True),
-    ToolSpec("mimo", _qwen(trim=False), "Xiaomi MiMo", keep_ws=True),
+    ToolSpec("mimo", _qwen(trim=False), "Xiaomi MiMo"),
     ToolSpec("seed_oss", (Region(("<seed:tool_call>",), "xml", end=("</seed:tool_call>",),
                                  call_begin=("<function=",), header=_FN, params=QWEN_PARAM,
                                  call_close="</function>", render_args="xml"),),
@@ -99,8 +99,7 @@ SPECS = [
         call_end=("<｜tool_call_end｜>",), header=_QFN,
         params=ParamSyntax("<steptml:parameter name=", ">", "</steptml:parameter>",
                            trim_newline=False),
-        call_close="</steptml:invoke>", render_args="xml"),), "StepFun Step-3", keep_ws=True,
-        verbatim=True),
+        call_close="</steptml:invoke>", render_args="xml"),), "StepFun Step-3"),
     # the tokenizer may spell the space as "\u0120" or drop it ("<functionname=")
     ToolSpec("minicpm5", (Region(
         ("<function name=", "<function\u0120name=", "<functionname="), "xml", header=_QFN,
@@ -136,9 +135,8 @@ SPECS = [
         call_close="<|close|>call<|sep|>", render_args="xml", drop_cut_off=True),), "Moonshot Kimi K3", keep_ws=True,
         content_drop=tuple(f"<|{tag}|>{sp}response{sp}<|sep|>" for tag in ("open", "close")
                            for sp in ("", " "))),
-    ToolSpec("glm45", _glm(("\n",)), "Zhipu GLM-4.5 / 4.6 / 4.7 / 5", keep_ws=True,
-             verbatim=True),
-    ToolSpec("glm47", _glm(("\n",)), "Zhipu GLM-4.7", keep_ws=True, verbatim=True),
+    ToolSpec("glm45", _glm(("\n",)), "Zhipu GLM-4.5 / 4.6 / 4.7 / 5"),
+    ToolSpec("glm47", _glm(("\n",)), "Zhipu GLM-4.7"),
     ToolSpec("ling3", _glm(("\n",)), "inclusionAI Ling 3"),
     ToolSpec("poolside_v1", _glm(("\n",)), "Poolside", keep_ws=True),
     ToolSpec("hy_v3", (_HY,), "Tencent Hunyuan 3", keep_ws=True),
