@@ -10,10 +10,16 @@ _TC = Region(("<tool_call>",), "json_call", end=("</tool_call>",))
 _INKLING_DROP = ("<|content_model_end_sampling|>", "<|content_invoke_tool_text|>",
                  "<|content_tool_error|>", "<|message_model|>", "<|content_text|>")
 
+# Cohere writes an id in each call; its answer text sits in a response block
+_COHERE = Region(("<|START_ACTION|>",), "json_list", end=("<|END_ACTION|>",),
+                 name_keys=("tool_name", "name"), args_keys=("parameters", "arguments"),
+                 id_key="tool_call_id")
+_COHERE_DROP = ("<|START_RESPONSE|>", "<|END_RESPONSE|>")
+
 SPECS = [
     ToolSpec("hermes", (_TC,), "Hermes 2/3, Qwen2.5, QwQ", keep_ws=True),
     ToolSpec("qwen3_json", (_TC,), "Qwen2.5 / QwQ / Qwen3 (JSON tool calls)", keep_ws=True),
-    ToolSpec("granite4", (_TC,), "IBM Granite 4", keep_ws=True),
+    ToolSpec("granite4", (_TC,), "IBM Granite 4", keep_ws=True, verbatim=True),
     ToolSpec("ernie45", (_TC,), "Baidu ERNIE 4.5"),
     ToolSpec("longcat", (Region(("<longcat_tool_call>",), "json_call",
                                end=("</longcat_tool_call>",)),), "Meituan LongCat-Flash",
@@ -23,8 +29,13 @@ SPECS = [
     ToolSpec("internlm", (Region(("<|action_start|><|plugin|>",), "json_call",
                                  end=("<|action_end|>",)),), "InternLM 2 / 2.5",
              extra_markers=("<|action_start|>", "<|plugin|>"), keep_ws=True),
+    # GigaChat 3 writes `text<|message_sep|>\n\nfunction call<|role_sep|>\n{..}`, 3.1
+    # `text<|function_call|>{..}`: one call, then the end of the output
     ToolSpec("gigachat3", (Region(("<|function_call|>", "function call<|role_sep|>"),
-                                  "json_call", end=("<|message_sep|>",)),), "GigaChat 3"),
+                                  "json_call"),), "GigaChat 3",
+             extra_markers=("<|message_sep|>", "<|role_sep|>"),
+             content_drop=("<|message_sep|>\n\n", "<|message_sep|>"),
+             keep_ws=True),
     ToolSpec("inkling", (Region(("<|content_invoke_tool_json|>",), "json_call",
                                 end=("<|end_message|>", "<|content_model_end_sampling|>"),
                                 args_keys=("args", "arguments", "parameters", "tool_input")),),
@@ -44,14 +55,8 @@ SPECS = [
              ends_reasoning=False),  # "functools" is a word a model may think about
     ToolSpec("apertus", (Region(("<|tools_prefix|>",), "json_list", end=("<|tools_suffix|>",),
                                 single_key=True),), "Swiss AI Apertus"),
-    ToolSpec("cohere_command3", (Region(("<|START_ACTION|>",), "json_list",
-                                        end=("<|END_ACTION|>",), name_keys=("tool_name", "name"),
-                                        args_keys=("parameters", "arguments")),),
-             "Cohere Command R / R+"),
-    ToolSpec("cohere_command4", (Region(("<|START_ACTION|>",), "json_list",
-                                        end=("<|END_ACTION|>",), name_keys=("tool_name", "name"),
-                                        args_keys=("parameters", "arguments")),),
-             "Cohere Command A"),
+    ToolSpec("cohere_command3", (_COHERE,), "Cohere Command R / R+", content_drop=_COHERE_DROP),
+    ToolSpec("cohere_command4", (_COHERE,), "Cohere Command A", content_drop=_COHERE_DROP),
     ToolSpec("xlam", (
         Region(("```json",), "json_list", end=("```",)),
         Region(("[TOOL_CALLS]",), "json_list"),
@@ -70,7 +75,7 @@ SPECS = [
                       strip_prefixes=("function<｜tool▁sep｜>",),
                       render="function<｜tool▁sep｜>{name}"),
         fence=True, after_body=("```",)),), "DeepSeek-V3, DeepSeek-R1",
-        extra_markers=("<｜tool▁sep｜>",), keep_ws=True),
+        extra_markers=("<｜tool▁sep｜>",), keep_ws=True, verbatim=True),
     ToolSpec("deepseek_v31", (Region(
         ("<｜tool▁calls▁begin｜>",), "json_args", end=("<｜tool▁calls▁end｜>",),
         call_begin=("<｜tool▁call▁begin｜>",), call_end=("<｜tool▁call▁end｜>",),
@@ -102,5 +107,5 @@ SPECS = [
         end=("<|call|>",),
         header=Header(name_end=(" ", "<|constrain|>", "<|message|>"), skip_to="<|message|>",
                       render="{name} <|constrain|>json", render_end="")),), "OpenAI gpt-oss (Harmony)",
-        extra_markers=("<|message|>", "<|constrain|>")),
+        extra_markers=("<|message|>", "<|constrain|>"), keep_ws=True),
 ]

@@ -67,6 +67,13 @@ _HY_KV = ParamSyntax("<arg_key>", "</arg_key>", "</arg_value>", value_open="<arg
 _HY = Region(("<tool_calls>",), "xml", end=("</tool_calls>",), call_begin=("<tool_call>",),
              call_close="</tool_call>", header=Header(name_end=("<tool_sep>",)), params=_HY_KV,
              render_args="xml")
+# Hunyuan 4 writes no <tool_sep>: the name runs up to the first <arg_key> (vLLM's hy_v4);
+# a Hunyuan 3 style <tool_sep> is still read as the name's end
+_HY4 = Region(("<tool_calls>",), "xml", end=("</tool_calls>",), call_begin=("<tool_call>",),
+              call_close="</tool_call>",
+              header=Header(name_end=("<tool_sep>",), name_stop=("<arg_key>", "</tool_call>"),
+                            render_end=""),
+              params=_HY_KV, render_args="xml")
 _MM3 = "]<]minimax[>["
 _PY = Region(("[",), "pythonic", render_args="pythonic")
 
@@ -74,7 +81,7 @@ SPECS = [
     ToolSpec("qwen3_coder", _qwen(), "Qwen3-Coder, Qwen3.5"),
     ToolSpec("qwen3_xml", _qwen(), "Qwen3 (XML tool calls)"),
     ToolSpec("step3p5", _qwen(), "StepFun Step-3.5"),
-    ToolSpec("step5", _qwen(), "StepFun Step-5"),
+    ToolSpec("step5", _qwen(), "StepFun Step-5", keep_ws=True),
     ToolSpec("mimo", _qwen(trim=False), "Xiaomi MiMo"),
     ToolSpec("seed_oss", (Region(("<seed:tool_call>",), "xml", end=("</seed:tool_call>",),
                                  call_begin=("<function=",), header=_FN, params=QWEN_PARAM,
@@ -99,22 +106,26 @@ SPECS = [
         params=ParamSyntax("<param name=", ">", "</param>", cdata=True, trim_newline=False,
                            open_alts=("<param\u0120name=", "<paramname=")),
         call_close="</function>", render_args="xml", known_names=True),), "MiniCPM 5"),
-    ToolSpec("muse", _atem("json_unless_string"), "Muse Spark", ends_reasoning=False),
-    ToolSpec("musespark1x", _atem("json_unless_string"), "Muse Spark 1.x", ends_reasoning=False),
-    ToolSpec("muse_glimmer", _atem("json"), "Muse Glimmer", ends_reasoning=False),
+    # Muse messages keep their text as written around a tool channel (vLLM's muse parsers)
+    ToolSpec("muse", _atem("json_unless_string"), "Muse Spark", ends_reasoning=False,
+             keep_ws=True, verbatim=True),
+    ToolSpec("musespark1x", _atem("json_unless_string"), "Muse Spark 1.x", ends_reasoning=False,
+             keep_ws=True, verbatim=True),
+    ToolSpec("muse_glimmer", _atem("json"), "Muse Glimmer", ends_reasoning=False,
+             keep_ws=True, verbatim=True),
     ToolSpec("minimax_m3", (Region(
         (_MM3 + "<tool_call>",), "nested_xml", end=(_MM3 + "</tool_call>",),
         call_begin=(_MM3 + "<invoke name=",), header=_QFN, namespace=_MM3,
         call_close=_MM3 + "</invoke>", render_args="nested_xml"),), "MiniMax-M3",
         extra_markers=(_MM3,), keep_ws=True),
     ToolSpec("deepseek_v32", _dsml(("<｜DSML｜function_calls>",), ("</｜DSML｜function_calls>",)),
-             "DeepSeek-V3.2"),
+             "DeepSeek-V3.2", keep_ws=True),
     ToolSpec("deepseek_v4", _dsml(("<｜DSML｜tool_calls>", "<｜DSML｜function_calls>"),
                                   ("</｜DSML｜tool_calls>", "</｜DSML｜function_calls>"),
                                   bare_invoke=True), "DeepSeek-V4", keep_ws=True,
              ends_reasoning_at=("<｜DSML｜tool_calls>", "<｜DSML｜function_calls>")),
     ToolSpec("deepseek_v41", _dsml(("<｜DSML｜ calls>",), ("</｜DSML｜ calls>",), space=" "),
-             "DeepSeek-V4.1"),
+             "DeepSeek-V4.1", keep_ws=True),
     ToolSpec("kimi_k3", (Region(
         ("<|open|>tools<|sep|>",), "xml", end=("<|close|>tools<|sep|>",),
         call_begin=("<|open|>call",), header=Header(
@@ -127,9 +138,9 @@ SPECS = [
     ToolSpec("glm45", _glm(("\n",)), "Zhipu GLM-4.5 / 4.6 / 4.7 / 5"),
     ToolSpec("glm47", _glm(("\n",)), "Zhipu GLM-4.7"),
     ToolSpec("ling3", _glm(("\n",)), "inclusionAI Ling 3"),
-    ToolSpec("poolside_v1", _glm(("\n",)), "Poolside"),
+    ToolSpec("poolside_v1", _glm(("\n",)), "Poolside", keep_ws=True),
     ToolSpec("hy_v3", (_HY,), "Tencent Hunyuan 3", keep_ws=True),
-    ToolSpec("hy_v4", (_HY,), "Tencent Hunyuan 4 (typed value tags)"),
+    ToolSpec("hy_v4", (_HY4,), "Tencent Hunyuan 4 (typed value tags)", keep_ws=True),
     ToolSpec("k2_horizon", (Region(
         ("<ifm|tool_calls>",), "xml", end=("</ifm|tool_calls>",),
         call_begin=("<ifm|tool_call>",), call_close="</ifm|tool_call>",

@@ -32,18 +32,21 @@ class RegionLayout:
         r = self.region
         single = not self.open
         begin = (r.begin[0] if single else "") + (r.call_begin[0] if r.call_begin else "")
-        pre = post = ""
+        pre = post = head_tail = ""
+        has_index = False
         if r.body in ("json_call", "json_list"):
+            keys = '"' + r.name_keys[0] + '": "' + name + '", "' + r.args_keys[0] + '": '
             if r.single_key:
                 begin += '{"' + name + '": '
+            elif r.id_key:  # Cohere: {"tool_call_id": "0", "tool_name": ..., "parameters": ...}
+                begin += '{"' + r.id_key + '": "'
+                has_index, head_tail = True, '", ' + keys
             else:
-                begin += '{"' + r.name_keys[0] + '": "' + name + '", "' + r.args_keys[0] + '": '
+                begin += "{" + keys
             post = "}"
         elif r.body == "pythonic":
             begin += name + "("
             post = ")"
-        head_tail = ""
-        has_index = False
         if r.header is not None:
             h = r.header
             text = h.render.replace("{name}", name)
@@ -65,6 +68,8 @@ class RegionLayout:
             pre, post = "```json\n", "\n```"
         elif r.after_body:
             post = r.after_body[0]
+        if r.optional_prefixes:  # what the model writes before it: PLaMo's constrain header
+            pre = r.optional_prefixes[0] + pre
         if has_index:
             head_tail += pre
         else:

@@ -43,11 +43,13 @@ class Region:
     call_close: str = ""               # consumed by an xml/gemma body: "</function>", "</invoke>"
     after_body: tuple[str, ...] = ()   # optional literals after a body: "```", end-of-args tags
     fence: bool = False                # an optional ```json fence before the body
-    optional_prefixes: tuple[str, ...] = ()  # skipped when the body starts with one
+    optional_prefixes: tuple[str, ...] = ()  # skipped when the body starts with one; the
+                                             # renderer and the grammar write the first
     sep: str = ""                      # between bodies in one region (Llama's ";")
     single_key: bool = False           # {"NAME": {args}} objects (Apertus)
     name_keys: tuple[str, ...] = ("name", "tool_name", "function")
     args_keys: tuple[str, ...] = ("arguments", "parameters", "args", "tool_input")
+    id_key: str = ""                   # the renderer writes the call's index under this key
     args_required: bool = False        # a call object must have an arguments key (Llama JSON)
     list_alt: bool = False             # a JSON list may replace the header+body (pre-v11 Mistral)
     bare_give_back: bool = False       # a region given back as text loses its start marker

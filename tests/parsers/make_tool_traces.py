@@ -83,7 +83,7 @@ def cases(name: str) -> list[dict[str, Any]]:
     ]
     if spec.regions[0].end or spec.regions[0].call_close:
         out.append({"name": "content_after", "tools": TOOLS, "text": call + "\nDone.",
-                    "content": "Done.",
+                    "content": "\nDone." if spec.verbatim else "Done.",
                     "tool_calls": [{"name": "get_weather", "arguments": weather}]})
     if len(marker) > 1:
         bare = spec.regions[0].bare_give_back  # the marker is a control token: not text

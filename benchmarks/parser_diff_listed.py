@@ -1,0 +1,115 @@
+"""The deliberate differences from vLLM (parsers/README.md) as checks on one harness case.
+
+``parser_diff_vllm`` counts a disagreement as *listed* when one of these says it is a case the
+README lists (ours keeps or completes what vLLM loses), and reports it apart from agreement.
+Each check compares the two normalised results, ``(reasoning, content, calls)``; it accepts
+nothing else: reasoning, and every call's name and arguments, must be equal unless the rule
+is about them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+Result = tuple[Any, Any, list]
+
+# Tool parsers whose vLLM parser also drops the text before the calls (README: "text around a
+# llama3_json call", minicpm5's "text around calls"); ours keeps it.
+DROPS_TEXT_BEFORE = {"llama3_json", "llama4_json", "minicpm5", "phi4_mini_json", "olmo3"}
+
+
+def _calls_equal(mine: Result, theirs: Result) -> bool:
+    return bool(mine[2]) and mine[0] == theirs[0] and mine[2] == theirs[2]
+
+
+def _text_after_calls(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
+    """vLLM's content is ours less the text the output ends with, after its calls (most of
+    vLLM's tool parsers return only the text before the first call)."""
+    if not _calls_equal(mine, theirs):
+        return False
+    a, b = mine[1] or "", (theirs[1] or "").rstrip()
+    if not a.startswith(b):
+        return False
+    tail = a[len(b):].strip()
+    return bool(tail) and text.rstrip().endswith(tail)
+
+
+def _text_before_calls(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
+    """vLLM has no content where ours is the text before the first call (and after the
+    last): the output starts with it."""
+    if tool not in DROPS_TEXT_BEFORE or not _calls_equal(mine, theirs) or theirs[1]:
+        return False
+    a = (mine[1] or "").strip()
+    head = a.split()[0] if a else ""
+    return bool(head) and text.lstrip().startswith(head)
+
+
+def _is_object(args: str) -> bool:
+    return args.startswith("{")
+
+
+def _arguments_not_an_object(tool: str | None, text: str, mine: Result,
+                             theirs: Result) -> bool:
+    """vLLM returns some call's arguments as something other than a JSON object (the text of
+    a call cut off mid-arguments, Cohere's `{}` as `""`); ours are an object, the rest equal."""
+    if mine[0] != theirs[0] or mine[1] != theirs[1] or len(mine[2]) != len(theirs[2]):
+        return False
+    differs = False
+    for (name_a, args_a), (name_b, args_b) in zip(mine[2], theirs[2]):
+        if name_a != name_b or not _is_object(args_a):
+            return False
+        if args_a != args_b:
+            if _is_object(args_b):
+                return False
+            differs = True
+    return differs
+
+
+def _bracket_in_phi4_argument(tool: str | None, text: str, mine: Result,
+                              theirs: Result) -> bool:
+    """vLLM's phi4_mini_json takes the call list up to the first `]`, so a `]` inside an
+    argument string loses every call (the output becomes content or nothing)."""
+    if tool != "phi4_mini_json" or theirs[2] or not mine[2] or mine[0] != theirs[0]:
+        return False
+    return any("]" in args for _, args in mine[2])
+
+
+# vLLM's functiongemma parser reads only `<escape>`-quoted values: a number, boolean or object
+# argument is dropped from the call
+DROPS_UNQUOTED_ARGS = {"functiongemma"}
+
+
+def _arguments_dropped(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
+    """Each of vLLM's calls has a subset of our call's arguments, with the same values."""
+    if tool not in DROPS_UNQUOTED_ARGS or mine[0] != theirs[0] or mine[1] != theirs[1] \
+            or len(mine[2]) != len(theirs[2]) or mine[2] == theirs[2]:
+        return False
+    for (name_a, args_a), (name_b, args_b) in zip(mine[2], theirs[2]):
+        a, b = json.loads(args_a), json.loads(args_b)
+        if name_a != name_b or not isinstance(a, dict) or not isinstance(b, dict) \
+                or any(k not in a or a[k] != v for k, v in b.items()):
+            return False
+    return True
+
+
+RULES = {"text after the calls": _text_after_calls,
+         "text before the calls": _text_before_calls,
+         "arguments not a JSON object in vLLM": _arguments_not_an_object,
+         "a `]` in a phi4_mini_json argument": _bracket_in_phi4_argument,
+         "functiongemma arguments vLLM drops": _arguments_dropped}
+
+
+def listed_difference(tool: str | None, reasoning: str | None, text: str, mine: Result,
+                      theirs: Result, stream: Result | None = None) -> str | None:
+    """The README row this disagreement is, or None when it is not a listed one. ``stream``
+    is vLLM's streamed result for the same text, where the caller has it."""
+    for label, rule in RULES.items():
+        if rule(tool, text, mine, theirs):
+            return label
+    if stream is not None and (stream == mine or _arguments_not_an_object(tool, text, mine,
+                                                                          stream)):
+        # vLLM's two modes differ (a call cut off: its stream has sent the call, its
+        # non-streamed parse returns the text); ours is the stream's, arguments closed
+        return "vLLM's stream gives ours"
+    return None
