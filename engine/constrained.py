@@ -176,13 +176,16 @@ class ConstrainedDecoding(StructuredOutputHook):
             if (row is None or seq.is_finished or not row.constrained
                     or not seq.params.structured_outputs.jump_forward  # type: ignore[union-attr]
                     or (row.gate is not None and not row.gate.answering)  # never in thinking
-                    or (seq.logprobs is not None and not with_logprobs)
-                    or (row.planner is not None and row.planner.forcing)):  # its plan writes
+                    or (seq.logprobs is not None and not with_logprobs)):
                 continue
             limit = seq.max_total_tokens - seq.num_tokens - 1  # room for the sampled token
+            if row.planner is not None and row.planner.forcing:  # its plan, but the last id
+                seq.forced_ids = row.take_planned(limit)
+                continue
             seq.forced_ids = self.jumper.forced_ids(row.matcher, limit)
             if seq.forced_ids:
                 row.note_forced(seq.forced_ids)
+
     def _codec(self) -> Any:
         if self._codec_fns is None:
             self._codec_fns = tokenizer_codec(self.tokenizer)

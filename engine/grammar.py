@@ -121,6 +121,17 @@ class RequestGrammar:
         self._terminated = self.matcher.is_terminated()
         return True
 
+    def take_planned(self, limit: int) -> list[int]:
+        """While a completion plan is forced: its ids but the last (at most `limit`), accepted
+        by the matcher, for the engine to write in one forward (see `CompletionPlanner`)."""
+        if self.planner is None or not self.constrained:
+            return []
+        ids = self.planner.take_forced(self.matcher, limit)
+        if ids and self.keys is not None:
+            tracker, index = self.keys
+            for token in ids:
+                tracker.feed(index.text(token))
+        return ids
 
     def note_forced(self, ids: list[int]) -> None:
         """Jump-forward ids the matcher accepted outside `accept` (engine/jump_forward.py):

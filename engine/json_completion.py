@@ -145,7 +145,11 @@ class CompletionPlanner:
         if not near and self._since_plan < self.every:
             self.plan = None
             return token, True
-        after = self._plan(matcher)
+        after = self._follow(matcher, before, token) if before is not None else None
+        if after is None or len(after) >= left:  # decisions are taken on a fresh plan
+            fresh = self._plan(matcher)
+            if after is None or (fresh is not None and len(fresh) < len(after)):
+                after = fresh
         if after is not None and len(after) <= left:
             self.plan, self.estimate = after, len(after)
             self.forcing = near and 0 < len(after) >= left
@@ -160,15 +164,36 @@ class CompletionPlanner:
         token = before[0] if before else self.stop_id  # complete already: end it here
         return token, self._advance(matcher, token)
 
+    def take_forced(self, matcher: xgr.GrammarMatcher, limit: int) -> list[int]:
+        """While forcing: the plan's ids but its last (at most `limit`), accepted by `matcher`,
+        for the engine to write in one forward like jump-forward ids; the last one stays the
+        next step's forced token, so the request still ends in `accept`."""
+        if not self.forcing or not self.plan or len(self.plan) < 2 or limit <= 0:
+            return []
+        ids = self.plan[: min(len(self.plan) - 1, limit)]
+        state = (self._in_string, self._escaped)
+        for n, token in enumerate(ids):
+            if not self._advance(matcher, token):  # not expected: the plan was checked
+                if n:
+                    matcher.rollback(n)
+                self._in_string, self._escaped = state
+                return []
+        del self.plan[: len(ids)]
+        return ids
+
     def note_forced(self, ids: list[int]) -> None:
-        """Ids the matcher accepted outside `accept` (jump-forward): follow their text and
-        re-plan at the next token (the forced text starts every completion, so it never takes
-        room a completion needs)."""
+        """Ids the matcher accepted outside `accept` (jump-forward): follow their text. The
+        forced text starts every completion, so it never takes room a completion needs; the
+        plan stays when it started with these ids, else the next step near max_tokens plans
+        again (far from it the estimate stays until the next periodic plan)."""
         for token in ids:
             self._in_string, self._escaped = scan_string_state(
                 self.decode(token), self._in_string, self._escaped)
-        self.plan = None
-        self._since_plan = self.every
+        if self.plan is not None and self.plan[: len(ids)] == ids:
+            del self.plan[: len(ids)]
+            self.estimate = len(self.plan)
+        else:
+            self.plan = None
 
     def finished(self) -> bool:
         """The forced plan is written: the grammar is complete."""
@@ -181,6 +206,16 @@ class CompletionPlanner:
         self._in_string, self._escaped = scan_string_state(self.decode(token), self._in_string,
                                                            self._escaped)
         return True
+
+    def _follow(self, matcher: xgr.GrammarMatcher, before: list[int], token: int
+                ) -> list[int] | None:
+        """The plan of the state before `token` (just accepted), if it still completes the
+        grammar from here: its tail when the token was its first id, else itself when the
+        matcher accepts it (more characters of a free string or of a number leave the
+        ending as it was). A couple of microseconds instead of a search."""
+        if before and before[0] == token:
+            return before[1:]
+        return list(before) if _accepts(matcher, before) else None
 
     def _plan(self, matcher: xgr.GrammarMatcher) -> list[int] | None:
         self._since_plan = 0
@@ -197,8 +232,16 @@ class CompletionPlanner:
 
 
 def _accepts(matcher: xgr.GrammarMatcher, ids: list[int]) -> bool:
-    m = matcher.fork()
-    return all(m.accept_token(i) for i in ids) and m.is_completed()
+    """Whether `ids` complete `matcher`'s grammar; the matcher is rolled back after."""
+    n = 0
+    for token in ids:
+        if not matcher.accept_token(token):
+            break
+        n += 1
+    ok = n == len(ids) and matcher.is_completed()
+    if n:
+        matcher.rollback(n)
+    return ok
 
 
 def tokenizer_codec(tokenizer: Any) -> tuple[Callable[[str], list[int]], Callable[[int], str]]:
