@@ -25,15 +25,19 @@ The request then ends with finish_reason "length" and stop_reason "completed_at_
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import xgrammar as xgr
 
+logger = logging.getLogger(__name__)
+
 COMPLETED_STOP_REASON = "completed_at_max_tokens"
 _IN_STRING = '"' + "@.:-TZ+/a0"
 _OUTSIDE = '}],:0"'
 _ANY = "".join(chr(c) for c in range(32, 127))
+_CALM = frozenset("0123456789 \t\r\n}]:.eE+-truefalsn")  # outside strings: opens nothing
 
 
 def _kind(ch: str) -> str:
@@ -54,16 +58,26 @@ def _order(in_string: bool, escaped: bool, tired: str) -> str:
     return order
 
 
-def scan_string_state(text: str, in_string: bool, escaped: bool) -> tuple[bool, bool]:
-    """(in_string, escaped) after `text`, from JSON's lexical rules (quotes and backslashes)."""
+def scan_text(text: str, in_string: bool, escaped: bool) -> tuple[bool, bool, bool]:
+    """(in_string, escaped, opened) after `text`, from JSON's lexical rules (quotes and
+    backslashes). `opened`: the text may have started something a completion must then write
+    (an object, array, member, element, string or tag: a character outside a string other
+    than digits, spaces, closing brackets, `:` and the letters of numbers and literals; or an
+    escape inside a string): the shortest completion may have grown by more than a token."""
+    opened = False
     for ch in text:
         if escaped:
             escaped = False
-        elif in_string and ch == "\\":
-            escaped = True
+        elif in_string:
+            if ch == "\\":
+                escaped = opened = True
+            elif ch == '"':
+                in_string = False
         elif ch == '"':
-            in_string = not in_string
-    return in_string, escaped
+            in_string = opened = True
+        elif ch not in _CALM:
+            opened = True
+    return in_string, escaped, opened
 
 
 def shortest_completion(matcher: xgr.GrammarMatcher, in_string: bool = False,
@@ -88,7 +102,7 @@ def shortest_completion(matcher: xgr.GrammarMatcher, in_string: bool = False,
         last = kind
         out.append(piece)
         length += len(piece)
-        in_string, escaped = scan_string_state(piece, in_string, escaped)
+        in_string, escaped, _ = scan_text(piece, in_string, escaped)
     return "".join(out)
 
 
@@ -108,8 +122,11 @@ class CompletionPlanner:
         self.replaced = 0  # sampled tokens replaced by the plan's
         self._in_string = False
         self._escaped = False
+        self.growth = 0  # the most a completion grew between two checks (widens the window)
         self._since_plan = 0
         self._undo = (False, False)
+        self._opened = False  # the last token may have started something (see `scan_text`)
+        self._forced_opened = False  # so did jump-forward text since the last token
 
     @property
     def forced_token(self) -> int | None:
@@ -132,18 +149,14 @@ class CompletionPlanner:
         if self.forcing and self.plan:
             token = self.plan.pop(0)
             return token, self._advance(matcher, token)
-        near = left <= self.estimate + self.window
-        before = self.plan if near else None
-        if near and before is None:
-            before = self._plan(matcher)
-            if before is None:
-                self.gave_up = True
-                return token, matcher.accept_token(token)
+        before = self.plan
         if not self._advance(matcher, token):
             return token, False
         self._since_plan += 1
-        if not near and self._since_plan < self.every:
-            self.plan = None
+        near = left <= self.estimate + max(self.window, 2 * self.growth)
+        opened, self._forced_opened = self._opened or self._forced_opened, False
+        if not (near or opened or self._since_plan >= self.every):
+            self.plan = None  # far from max_tokens and nothing opened: no check this step
             return token, True
         after = self._follow(matcher, before, token) if before is not None else None
         if after is None or len(after) >= left:  # decisions are taken on a fresh plan
@@ -151,16 +164,24 @@ class CompletionPlanner:
             if after is None or (fresh is not None and len(fresh) < len(after)):
                 after = fresh
         if after is not None and len(after) <= left:
-            self.plan, self.estimate = after, len(after)
-            self.forcing = near and 0 < len(after) >= left
+            self._learn(after)
+            self.forcing = 0 < len(after) >= left
             return token, True
-        if before is None:  # too late to save: leave it as it was
-            self.plan, self.gave_up = after, after is None
-            return token, True
+        # no completion fits after this token: write the plan from before it instead
         matcher.rollback(1)
-        self._in_string, self._escaped = self._undo
+        undo = self._undo
+        self._in_string, self._escaped = undo
+        if before is None:
+            before = self._plan(matcher)
+        if before is None or len(before) > left + 1:  # too late to save: leave it as it was
+            self._undo = undo
+            self._advance(matcher, token)
+            self.plan, self.gave_up = after, True
+            logger.debug("complete_before_max_tokens: no completion fits %d tokens", left)
+            return token, True
         self.replaced += 1
         self.plan, self.forcing = before[1:], True
+        self.estimate = len(self.plan)
         token = before[0] if before else self.stop_id  # complete already: end it here
         return token, self._advance(matcher, token)
 
@@ -181,19 +202,32 @@ class CompletionPlanner:
         del self.plan[: len(ids)]
         return ids
 
-    def note_forced(self, ids: list[int]) -> None:
-        """Ids the matcher accepted outside `accept` (jump-forward): follow their text. The
-        forced text starts every completion, so it never takes room a completion needs; the
-        plan stays when it started with these ids, else the next step near max_tokens plans
-        again (far from it the estimate stays until the next periodic plan)."""
+    def note_forced(self, matcher: xgr.GrammarMatcher, ids: list[int], room: int) -> bool:
+        """Ids `matcher` accepted outside `accept` (jump-forward), `room` tokens left after
+        them: follow their text. Their text starts every completion, but its ids may not be
+        the plan's, so near max_tokens the plan is made again, and False (this planner as it
+        was; the caller rolls the ids back) when it no longer fits. Far from max_tokens the
+        plan stays when it started with these ids, else the next check plans."""
+        undo = (self._in_string, self._escaped, self._forced_opened, self.plan, self.estimate)
         for token in ids:
-            self._in_string, self._escaped = scan_string_state(
+            self._in_string, self._escaped, opened = scan_text(
                 self.decode(token), self._in_string, self._escaped)
+            self._forced_opened |= opened
         if self.plan is not None and self.plan[: len(ids)] == ids:
-            del self.plan[: len(ids)]
+            self.plan = self.plan[len(ids):]
             self.estimate = len(self.plan)
         else:
             self.plan = None
+        if self.gave_up or self.forcing or room > self.estimate + max(self.window,
+                                                                      2 * self.growth):
+            return True
+        plan = self.plan if self.plan is not None else self._plan(matcher)
+        if plan is not None and len(plan) <= room:
+            self._learn(plan)
+            return True
+        (self._in_string, self._escaped, self._forced_opened, self.plan,
+         self.estimate) = undo
+        return False
 
     def finished(self) -> bool:
         """The forced plan is written: the grammar is complete."""
@@ -203,9 +237,14 @@ class CompletionPlanner:
         self._undo = (self._in_string, self._escaped)
         if not matcher.accept_token(token):
             return False
-        self._in_string, self._escaped = scan_string_state(self.decode(token), self._in_string,
-                                                           self._escaped)
+        self._in_string, self._escaped, self._opened = scan_text(
+            self.decode(token), self._in_string, self._escaped)
         return True
+
+    def _learn(self, plan: list[int]) -> None:
+        """Keep a checked plan; how much it grew since the last check widens the window."""
+        self.growth = max(self.growth, len(plan) - self.estimate)
+        self.plan, self.estimate = plan, len(plan)
 
     def _follow(self, matcher: xgr.GrammarMatcher, before: list[int], token: int
                 ) -> list[int] | None:
