@@ -9,15 +9,24 @@ character (digits, letters) just written three times in a row going last. It is 
 costs a few microseconds per character (no bitmask fills).
 
 `CompletionPlanner` keeps, per request, a token plan that completes the grammar from the
-current state and fits in the tokens left:
+current state and fits in the tokens left; a request whose max_tokens cannot hold the plan
+from the grammar's start is refused (`ValueError`). After each sampled token it checks:
 
-- far from max_tokens it re-plans every few steps (the plan's length estimates the danger);
-- within `window` tokens of the plan's length it re-plans after every token; a sampled token
-  after which no completion fits any more is replaced by the plan's next token (the matcher
-  rolls back one token), and from then on the plan is forced, one token per step;
+- on every token within `window` tokens (or twice the most a plan grew between two checks) of
+  the plan's length, after any token that may have opened something (`scan_text`: a bracket,
+  comma, quote or tag outside a string, an escape inside one), and every `every` tokens;
+  other tokens (characters of a string or a number far from max_tokens) cost nothing;
+- a check first tries the last plan on the new state (its tail when the token was its first
+  id, else itself: writing more of a string or a number leaves the ending as it was; a couple
+  of microseconds); only when that fails or no longer fits is a new plan searched;
+- a sampled token after which no completion fits is replaced by the first id of the plan made
+  before it (the matcher rolls back one token), and from then on the plan is forced;
 - when the plan's length equals the tokens left it is forced too; an output that is already
   complete, where the sampled id would start more than fits (a second tool call), ends with
-  the stop id instead.
+  the stop id instead. A forced plan is written like jump-forward ids (`take_forced`): all but
+  its last id in one forward, the last one sampled under a one-id mask;
+- jump-forward text near max_tokens is written only when a completion still fits after it
+  (`note_forced`): its ids need not be the plan's, so they may take a token more.
 
 The request then ends with finish_reason "length" and stop_reason "completed_at_max_tokens".
 """

@@ -214,7 +214,7 @@ def test_property_outputs_validate(llm: Any, tokenizer: Any, schema: dict[str, A
     _check_property(llm, tokenizer, schema, max_tokens, seed)
 
 
-@pytest.mark.slow  # ~2 min on a quiet 2-core machine
+@pytest.mark.slow  # ~3.5 min on the shared 2-core machine (load 5)
 @settings(max_examples=150, **_PROPERTY)
 @given(schema=SCHEMAS, max_tokens=st.integers(5, 80), seed=st.integers(0, 2**16))
 def test_property_outputs_validate_many(llm: Any, tokenizer: Any, schema: dict[str, Any],
