@@ -14,8 +14,8 @@ from the grammar's start is refused (`ValueError`). After each sampled token it 
 
 - on every token within `window` tokens (or twice the most a plan grew between two checks) of
   the plan's length, after any token that may have opened something (`scan_text`: a bracket,
-  comma, quote or tag outside a string, an escape inside one), and every `every` tokens;
-  other tokens (characters of a string or a number far from max_tokens) cost nothing;
+  comma, quote or tag outside a string, an escape inside one), and every `every` tokens (or
+  an eighth of the distance to max_tokens, when larger); other tokens (characters of a string or a number far from max_tokens) cost nothing;
 - a check first tries the last plan on the new state (its tail when the token was its first
   id, else itself: writing more of a string or a number leaves the ending as it was; a couple
   of microseconds); only when that fails or no longer fits is a new plan searched;
@@ -133,9 +133,9 @@ class CompletionPlanner:
         self._escaped = False
         self.growth = 0  # the most a completion grew between two checks (widens the window)
         self._since_plan = 0
-        self._undo = (False, False)
+        self._undo = (False, False, "")
+        self._written = ""  # the text written since `plan` was made or checked
         self._opened = False  # the last token may have started something (see `scan_text`)
-        self._forced_opened = False  # so did jump-forward text since the last token
 
     @property
     def forced_token(self) -> int | None:
@@ -157,17 +157,24 @@ class CompletionPlanner:
             return token, matcher.accept_token(token)
         if self.forcing and self.plan:
             token = self.plan.pop(0)
-            return token, self._advance(matcher, token)
-        before = self.plan
+            ok = self._advance(matcher, token)
+            self._written = ""  # the rest of the plan completes the grammar from here
+            return token, ok
+        checked_before = self.plan is not None and not self._written
         if not self._advance(matcher, token):
             return token, False
+        if matcher.is_terminated():  # the stop token: nothing left to plan
+            self.plan, self._written = [], ""
+            return token, True
         self._since_plan += 1
         near = left <= self.estimate + max(self.window, 2 * self.growth)
-        opened, self._forced_opened = self._opened or self._forced_opened, False
-        if not (near or opened or self._since_plan >= self.every):
-            self.plan = None  # far from max_tokens and nothing opened: no check this step
-            return token, True
-        after = self._follow(matcher, before, token) if before is not None else None
+        # the periodic check (it catches slow growth: characters that commit a string to a
+        # longer enum value or key) comes more rarely the farther max_tokens is
+        every = max(self.every, (left - self.estimate) // 8)
+        if not (near or self._opened or self._since_plan >= every):
+            return token, True  # far from max_tokens and nothing opened: no check this step
+        before = self.plan if checked_before else None
+        after = self._follow(matcher)
         if after is None or len(after) >= left:  # decisions are taken on a fresh plan
             fresh = self._plan(matcher)
             if after is None or (fresh is not None and len(fresh) < len(after)):
@@ -176,12 +183,12 @@ class CompletionPlanner:
             self._learn(after)
             self.forcing = 0 < len(after) >= left
             return token, True
-        # no completion fits after this token: write the plan from before it instead
+        # no completion fits after this token: write a plan made before it instead
         matcher.rollback(1)
         undo = self._undo
-        self._in_string, self._escaped = undo
+        self._in_string, self._escaped, self._written = undo
         if before is None:
-            before = self._plan(matcher)
+            before = self._follow(matcher) or self._plan(matcher)
         if before is None or len(before) > left + 1:  # too late to save: leave it as it was
             self._undo = undo
             self._advance(matcher, token)
@@ -192,7 +199,9 @@ class CompletionPlanner:
         self.plan, self.forcing = before[1:], True
         self.estimate = len(self.plan)
         token = before[0] if before else self.stop_id  # complete already: end it here
-        return token, self._advance(matcher, token)
+        ok = self._advance(matcher, token)
+        self._written = ""
+        return token, ok
 
     def take_forced(self, matcher: xgr.GrammarMatcher, limit: int) -> list[int]:
         """While forcing: the plan's ids but its last (at most `limit`), accepted by `matcher`,
@@ -201,41 +210,38 @@ class CompletionPlanner:
         if not self.forcing or not self.plan or len(self.plan) < 2 or limit <= 0:
             return []
         ids = self.plan[: min(len(self.plan) - 1, limit)]
-        state = (self._in_string, self._escaped)
+        state = (self._in_string, self._escaped, self._written)
         for n, token in enumerate(ids):
             if not self._advance(matcher, token):  # not expected: the plan was checked
                 if n:
                     matcher.rollback(n)
-                self._in_string, self._escaped = state
+                self._in_string, self._escaped, self._written = state
                 return []
         del self.plan[: len(ids)]
+        self._written = ""
         return ids
 
     def note_forced(self, matcher: xgr.GrammarMatcher, ids: list[int], room: int) -> bool:
         """Ids `matcher` accepted outside `accept` (jump-forward), `room` tokens left after
-        them: follow their text. Their text starts every completion, but its ids may not be
-        the plan's, so near max_tokens the plan is made again, and False (this planner as it
-        was; the caller rolls the ids back) when it no longer fits. Far from max_tokens the
-        plan stays when it started with these ids, else the next check plans."""
-        undo = (self._in_string, self._escaped, self._forced_opened, self.plan, self.estimate)
+        them: follow their text. Their text starts every completion (the grammar forces it),
+        so it never makes one longer and needs no check far from max_tokens; but its ids may
+        not be the plan's, so near max_tokens the plan is checked again, and False (this
+        planner as it was; the caller rolls the ids back) when none fits any more."""
+        undo = (self._in_string, self._escaped, self._written, self.plan, self.estimate)
         for token in ids:
-            self._in_string, self._escaped, opened = scan_text(
-                self.decode(token), self._in_string, self._escaped)
-            self._forced_opened |= opened
-        if self.plan is not None and self.plan[: len(ids)] == ids:
-            self.plan = self.plan[len(ids):]
-            self.estimate = len(self.plan)
-        else:
-            self.plan = None
+            text = self.decode(token)
+            self._in_string, self._escaped, _ = scan_text(text, self._in_string, self._escaped)
+            self._written += text
         if self.gave_up or self.forcing or room > self.estimate + max(self.window,
                                                                       2 * self.growth):
             return True
-        plan = self.plan if self.plan is not None else self._plan(matcher)
+        plan = self._follow(matcher)
+        if plan is None or len(plan) > room:
+            plan = self._plan(matcher)
         if plan is not None and len(plan) <= room:
             self._learn(plan)
             return True
-        (self._in_string, self._escaped, self._forced_opened, self.plan,
-         self.estimate) = undo
+        self._in_string, self._escaped, self._written, self.plan, self.estimate = undo
         return False
 
     def finished(self) -> bool:
@@ -243,27 +249,43 @@ class CompletionPlanner:
         return self.forcing and not self.plan
 
     def _advance(self, matcher: xgr.GrammarMatcher, token: int) -> bool:
-        self._undo = (self._in_string, self._escaped)
+        self._undo = (self._in_string, self._escaped, self._written)
         if not matcher.accept_token(token):
             return False
-        self._in_string, self._escaped, self._opened = scan_text(
-            self.decode(token), self._in_string, self._escaped)
+        text = self.decode(token)
+        self._in_string, self._escaped, self._opened = scan_text(text, self._in_string,
+                                                                 self._escaped)
+        self._written += text
+        if len(self._written) > 256:  # too old to follow: the next check plans
+            self.plan, self._written = None, ""
         return True
 
     def _learn(self, plan: list[int]) -> None:
         """Keep a checked plan; how much it grew since the last check widens the window."""
         self.growth = max(self.growth, len(plan) - self.estimate)
-        self.plan, self.estimate = plan, len(plan)
+        self.plan, self.estimate, self._written = plan, len(plan), ""
 
-    def _follow(self, matcher: xgr.GrammarMatcher, before: list[int], token: int
-                ) -> list[int] | None:
-        """The plan of the state before `token` (just accepted), if it still completes the
-        grammar from here: its tail when the token was its first id, else itself when the
-        matcher accepts it (more characters of a free string or of a number leave the
-        ending as it was). A couple of microseconds instead of a search."""
-        if before and before[0] == token:
-            return before[1:]
-        return list(before) if _accepts(matcher, before) else None
+    def _follow(self, matcher: xgr.GrammarMatcher) -> list[int] | None:
+        """The last plan carried over the text written since it was made, if it still
+        completes the grammar from here (checked with the matcher, a couple of microseconds
+        instead of a search): the rest of its text when that text ends what was written (the
+        model wrote the plan's first characters: a key's quote, a comma), else the plan itself
+        (more characters of a free string or of a number leave the ending as it was)."""
+        plan, written = self.plan, self._written
+        if plan is None:
+            return None
+        if not written:
+            return list(plan)
+        if plan and self.decode(plan[0]) == written:
+            return plan[1:]
+        text = "".join(self.decode(i) for i in plan)
+        for k in range(min(len(written), len(text), 32), 0, -1):
+            if text.startswith(written[-k:]):
+                ids = self.encode(text[k:])
+                if _accepts(matcher, ids):
+                    return ids
+                break
+        return list(plan) if _accepts(matcher, plan) else None
 
     def _plan(self, matcher: xgr.GrammarMatcher) -> list[int] | None:
         self._since_plan = 0
