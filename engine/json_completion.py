@@ -29,6 +29,9 @@ from the grammar's start is refused (`ValueError`). After each sampled token it 
   (`note_forced`): its ids need not be the plan's, so they may take a token more.
 
 The request then ends with finish_reason "length" and stop_reason "completed_at_max_tokens".
+What is not covered: a completion that grows by more than the window between two checks far
+from max_tokens without any opening character (letters inside a string that commit it to a
+much longer enum value or key); the output is then cut as without the option.
 """
 
 from __future__ import annotations
@@ -276,8 +279,8 @@ class CompletionPlanner:
             return None
         if not written:
             return list(plan)
-        if plan and self.decode(plan[0]) == written:
-            return plan[1:]
+        if plan and self.decode(plan[0]) == written and "\ufffd" not in written:
+            return plan[1:]  # the same characters (a split UTF-8 character may differ)
         text = "".join(self.decode(i) for i in plan)
         for k in range(min(len(written), len(text), 32), 0, -1):
             if text.startswith(written[-k:]):
