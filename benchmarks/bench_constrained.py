@@ -19,7 +19,8 @@ fixed keys; enums: objects of long enum values), `--jump-forward` times it witho
 jump-forward (engine/jump_forward.py); `steps` is the median number of engine steps per run.
 A second table, `complete/json`, is the tok/s ratio of `complete_before_max_tokens` on against
 off, both under a schema with a short completion (the option plans on each of the last steps),
-with jump-forward as the engine's default: the option's cost per step.
+with jump-forward as the engine's default: the option's cost per step (`steps off / on`: engine
+steps per run; the option writes its forced completion in one forward).
 
 Each cell runs `--repeats` alternating (plain, json) pairs and prints the median tok/s of each
 side, the median of the pairs' ratios and their range (`lo-hi`): on a shared machine the range
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for name in args.schemas:
         for batch in args.batches:
             rows += _cell(llm, name, batch, args, sides, clock)
-    print(f"{'batch':>5} {'complete/json':>14} {'range':>12} {'tokens':>7}")
+    print(f"{'batch':>5} {'complete/json':>14} {'range':>12} {'tokens':>7} steps off / on")
     costs = [_complete_cost(llm, batch, args, clock) for batch in args.batches]
     result = {"benchmark": "constrained", "model": args.model or "demo", "tokens": args.tokens,
               "threads": args.threads, "clock": args.clock, "repeats": args.repeats,
@@ -185,9 +186,12 @@ def _complete_cost(llm: Any, batch: int, args: argparse.Namespace, clock: Any
     costs = sorted(c["tok_s"] / p["tok_s"] for p, c in zip(sides[False], sides[True]))
     row = {"batch": batch, "complete_ratio": statistics.median(costs), "complete_lo": costs[0],
            "complete_hi": costs[-1],
-           "short_tokens": statistics.median(r["tokens"] for r in sides[True])}
+           "short_tokens": statistics.median(r["tokens"] for r in sides[True]),
+           "steps_off": statistics.median(r["steps"] for r in sides[False]),
+           "steps_on": statistics.median(r["steps"] for r in sides[True])}
     spread = f"{costs[0]:.3f}-{costs[-1]:.3f}"
-    print(f"{batch:>5} {row['complete_ratio']:>14.3f} {spread:>12} {row['short_tokens']:>7.0f}")
+    print(f"{batch:>5} {row['complete_ratio']:>14.3f} {spread:>12} {row['short_tokens']:>7.0f} "
+          f"{row['steps_off']:>5.0f} / {row['steps_on']:<5.0f}")
     return row
 
 

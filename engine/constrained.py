@@ -110,6 +110,13 @@ class ConstrainedDecoding(StructuredOutputHook):
             planner = CompletionPlanner(*self._codec(), stop_id=self.stop_token_ids[0])
         seq.structured_state = (self.grammar.new_request(structured, gate, planner)
                                 if structured is not None else None)
+        room = seq.max_total_tokens - seq.num_prompt_tokens
+        if planner is not None and not planner.gave_up and planner.estimate > room:
+            seq.structured_state = None
+            raise ValueError(
+                f"max_tokens={room} is too small for complete_before_max_tokens: the shortest "
+                f"output of this constraint found takes {planner.estimate} tokens (raise "
+                "max_tokens, or turn the option off to get a cut output)")
 
     def preempt(self, seq: Sequence) -> None:
         if self.slots is not None:
@@ -176,13 +183,16 @@ class ConstrainedDecoding(StructuredOutputHook):
             if (row is None or seq.is_finished or not row.constrained
                     or not seq.params.structured_outputs.jump_forward  # type: ignore[union-attr]
                     or (row.gate is not None and not row.gate.answering)  # never in thinking
-                    or (seq.logprobs is not None and not with_logprobs)
-                    or (row.planner is not None and row.planner.forcing)):  # its plan writes
+                    or (seq.logprobs is not None and not with_logprobs)):
                 continue
             limit = seq.max_total_tokens - seq.num_tokens - 1  # room for the sampled token
-            seq.forced_ids = self.jumper.forced_ids(row.matcher, limit)
-            if seq.forced_ids:
-                row.note_forced(seq.forced_ids)
+            if row.planner is not None and row.planner.forcing:  # its plan, but the last id
+                seq.forced_ids = row.take_planned(limit)
+                continue
+            ids = self.jumper.forced_ids(row.matcher, limit)
+            if ids and row.note_forced(ids, limit + 1 - len(ids)):
+                seq.forced_ids = ids
+
     def _codec(self) -> Any:
         if self._codec_fns is None:
             self._codec_fns = tokenizer_codec(self.tokenizer)

@@ -121,16 +121,31 @@ class RequestGrammar:
         self._terminated = self.matcher.is_terminated()
         return True
 
+    def take_planned(self, limit: int) -> list[int]:
+        """While a completion plan is forced: its ids but the last (at most `limit`), accepted
+        by the matcher, for the engine to write in one forward (see `CompletionPlanner`)."""
+        if self.planner is None or not self.constrained:
+            return []
+        ids = self.planner.take_forced(self.matcher, limit)
+        if ids and self.keys is not None:
+            tracker, index = self.keys
+            for token in ids:
+                tracker.feed(index.text(token))
+        return ids
 
-    def note_forced(self, ids: list[int]) -> None:
-        """Jump-forward ids the matcher accepted outside `accept` (engine/jump_forward.py):
-        the key tracker and the completion plan follow them."""
+    def note_forced(self, ids: list[int], room: int) -> bool:
+        """Jump-forward ids the matcher accepted outside `accept` (engine/jump_forward.py),
+        `room` tokens left after them: the key tracker and the completion plan follow them.
+        False when no completion would fit after them: the matcher is rolled back over them
+        and they must not be written."""
+        if self.planner is not None and not self.planner.note_forced(self.matcher, ids, room):
+            self.matcher.rollback(len(ids))
+            return False
         if self.keys is not None:
             tracker, index = self.keys
             for token in ids:
                 tracker.feed(index.text(token))
-        if self.planner is not None:
-            self.planner.note_forced(ids)
+        return True
 
 
 def _clear_repeated_keys(row: torch.Tensor, tracker: KeyTracker, index: VocabIndex) -> None:

@@ -9,31 +9,47 @@ character (digits, letters) just written three times in a row going last. It is 
 costs a few microseconds per character (no bitmask fills).
 
 `CompletionPlanner` keeps, per request, a token plan that completes the grammar from the
-current state and fits in the tokens left:
+current state and fits in the tokens left; a request whose max_tokens cannot hold the plan
+from the grammar's start is refused (`ValueError`). After each sampled token it checks:
 
-- far from max_tokens it re-plans every few steps (the plan's length estimates the danger);
-- within `window` tokens of the plan's length it re-plans after every token; a sampled token
-  after which no completion fits any more is replaced by the plan's next token (the matcher
-  rolls back one token), and from then on the plan is forced, one token per step;
+- on every token within `window` tokens (or twice the most a plan grew between two checks) of
+  the plan's length, after any token that may have opened something (`scan_text`: a bracket,
+  comma, quote or tag outside a string, an escape inside one), and every `every` tokens (or
+  an eighth of the distance to max_tokens, when larger); other tokens (characters of a string or a number far from max_tokens) cost nothing;
+- a check first tries the last plan on the new state (its tail when the token was its first
+  id, else itself: writing more of a string or a number leaves the ending as it was; a couple
+  of microseconds); only when that fails or no longer fits is a new plan searched;
+- a sampled token after which no completion fits is replaced by the first id of the plan made
+  before it (the matcher rolls back one token), and from then on the plan is forced;
 - when the plan's length equals the tokens left it is forced too; an output that is already
   complete, where the sampled id would start more than fits (a second tool call), ends with
-  the stop id instead.
+  the stop id instead. A forced plan is written like jump-forward ids (`take_forced`): all but
+  its last id in one forward, the last one sampled under a one-id mask;
+- jump-forward text near max_tokens is written only when a completion still fits after it
+  (`note_forced`): its ids need not be the plan's, so they may take a token more.
 
 The request then ends with finish_reason "length" and stop_reason "completed_at_max_tokens".
+What is not covered: a completion that grows by more than the window between two checks far
+from max_tokens without any opening character (letters inside a string that commit it to a
+much longer enum value or key); the output is then cut as without the option.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import xgrammar as xgr
 
+logger = logging.getLogger(__name__)
+
 COMPLETED_STOP_REASON = "completed_at_max_tokens"
 _IN_STRING = '"' + "@.:-TZ+/a0"
 _OUTSIDE = '}],:0"'
 _ANY = "".join(chr(c) for c in range(32, 127))
+_CALM = frozenset("0123456789 \t\r\n}]:.eE+-truefalsn")  # outside strings: opens nothing
 
 
 def _kind(ch: str) -> str:
@@ -54,16 +70,26 @@ def _order(in_string: bool, escaped: bool, tired: str) -> str:
     return order
 
 
-def scan_string_state(text: str, in_string: bool, escaped: bool) -> tuple[bool, bool]:
-    """(in_string, escaped) after `text`, from JSON's lexical rules (quotes and backslashes)."""
+def scan_text(text: str, in_string: bool, escaped: bool) -> tuple[bool, bool, bool]:
+    """(in_string, escaped, opened) after `text`, from JSON's lexical rules (quotes and
+    backslashes). `opened`: the text may have started something a completion must then write
+    (an object, array, member, element, string or tag: a character outside a string other
+    than digits, spaces, closing brackets, `:` and the letters of numbers and literals; or an
+    escape inside a string): the shortest completion may have grown by more than a token."""
+    opened = False
     for ch in text:
         if escaped:
             escaped = False
-        elif in_string and ch == "\\":
-            escaped = True
+        elif in_string:
+            if ch == "\\":
+                escaped = opened = True
+            elif ch == '"':
+                in_string = False
         elif ch == '"':
-            in_string = not in_string
-    return in_string, escaped
+            in_string = opened = True
+        elif ch not in _CALM:
+            opened = True
+    return in_string, escaped, opened
 
 
 def shortest_completion(matcher: xgr.GrammarMatcher, in_string: bool = False,
@@ -88,7 +114,7 @@ def shortest_completion(matcher: xgr.GrammarMatcher, in_string: bool = False,
         last = kind
         out.append(piece)
         length += len(piece)
-        in_string, escaped = scan_string_state(piece, in_string, escaped)
+        in_string, escaped, _ = scan_text(piece, in_string, escaped)
     return "".join(out)
 
 
@@ -108,8 +134,11 @@ class CompletionPlanner:
         self.replaced = 0  # sampled tokens replaced by the plan's
         self._in_string = False
         self._escaped = False
+        self.growth = 0  # the most a completion grew between two checks (widens the window)
         self._since_plan = 0
-        self._undo = (False, False)
+        self._undo = (False, False, "")
+        self._written = ""  # the text written since `plan` was made or checked
+        self._opened = False  # the last token may have started something (see `scan_text`)
 
     @property
     def forced_token(self) -> int | None:
@@ -131,56 +160,135 @@ class CompletionPlanner:
             return token, matcher.accept_token(token)
         if self.forcing and self.plan:
             token = self.plan.pop(0)
-            return token, self._advance(matcher, token)
-        near = left <= self.estimate + self.window
-        before = self.plan if near else None
-        if near and before is None:
-            before = self._plan(matcher)
-            if before is None:
-                self.gave_up = True
-                return token, matcher.accept_token(token)
+            ok = self._advance(matcher, token)
+            self._written = ""  # the rest of the plan completes the grammar from here
+            return token, ok
+        checked_before = self.plan is not None and not self._written
         if not self._advance(matcher, token):
             return token, False
+        if matcher.is_terminated():  # the stop token: nothing left to plan
+            self.plan, self._written = [], ""
+            return token, True
         self._since_plan += 1
-        if not near and self._since_plan < self.every:
-            self.plan = None
-            return token, True
-        after = self._plan(matcher)
+        near = left <= self.estimate + max(self.window, 2 * self.growth)
+        # the periodic check (it catches slow growth: characters that commit a string to a
+        # longer enum value or key) comes more rarely the farther max_tokens is
+        every = max(self.every, (left - self.estimate) // 8)
+        if not (near or self._opened or self._since_plan >= every):
+            return token, True  # far from max_tokens and nothing opened: no check this step
+        before = self.plan if checked_before else None
+        after = self._follow(matcher)
+        if after is None or len(after) >= left:  # decisions are taken on a fresh plan
+            fresh = self._plan(matcher)
+            if after is None or (fresh is not None and len(fresh) < len(after)):
+                after = fresh
         if after is not None and len(after) <= left:
-            self.plan, self.estimate = after, len(after)
-            self.forcing = near and 0 < len(after) >= left
+            self._learn(after)
+            self.forcing = 0 < len(after) >= left
             return token, True
-        if before is None:  # too late to save: leave it as it was
-            self.plan, self.gave_up = after, after is None
-            return token, True
+        # no completion fits after this token: write a plan made before it instead
         matcher.rollback(1)
-        self._in_string, self._escaped = self._undo
+        undo = self._undo
+        self._in_string, self._escaped, self._written = undo
+        if before is None:
+            before = self._follow(matcher) or self._plan(matcher)
+        if before is None or len(before) > left + 1:  # too late to save: leave it as it was
+            self._undo = undo
+            self._advance(matcher, token)
+            self.plan, self.gave_up = after, True
+            logger.debug("complete_before_max_tokens: no completion fits %d tokens", left)
+            return token, True
         self.replaced += 1
         self.plan, self.forcing = before[1:], True
+        self.estimate = len(self.plan)
         token = before[0] if before else self.stop_id  # complete already: end it here
-        return token, self._advance(matcher, token)
+        ok = self._advance(matcher, token)
+        self._written = ""
+        return token, ok
 
-    def note_forced(self, ids: list[int]) -> None:
-        """Ids the matcher accepted outside `accept` (jump-forward): follow their text and
-        re-plan at the next token (the forced text starts every completion, so it never takes
-        room a completion needs)."""
+    def take_forced(self, matcher: xgr.GrammarMatcher, limit: int) -> list[int]:
+        """While forcing: the plan's ids but its last (at most `limit`), accepted by `matcher`,
+        for the engine to write in one forward like jump-forward ids; the last one stays the
+        next step's forced token, so the request still ends in `accept`."""
+        if not self.forcing or not self.plan or len(self.plan) < 2 or limit <= 0:
+            return []
+        ids = self.plan[: min(len(self.plan) - 1, limit)]
+        state = (self._in_string, self._escaped, self._written)
+        for n, token in enumerate(ids):
+            if not self._advance(matcher, token):  # not expected: the plan was checked
+                if n:
+                    matcher.rollback(n)
+                self._in_string, self._escaped, self._written = state
+                return []
+        del self.plan[: len(ids)]
+        self._written = ""
+        return ids
+
+    def note_forced(self, matcher: xgr.GrammarMatcher, ids: list[int], room: int) -> bool:
+        """Ids `matcher` accepted outside `accept` (jump-forward), `room` tokens left after
+        them: follow their text. Their text starts every completion (the grammar forces it),
+        so it never makes one longer and needs no check far from max_tokens; but its ids may
+        not be the plan's, so near max_tokens the plan is checked again, and False (this
+        planner as it was; the caller rolls the ids back) when none fits any more."""
+        undo = (self._in_string, self._escaped, self._written, self.plan, self.estimate)
         for token in ids:
-            self._in_string, self._escaped = scan_string_state(
-                self.decode(token), self._in_string, self._escaped)
-        self.plan = None
-        self._since_plan = self.every
+            text = self.decode(token)
+            self._in_string, self._escaped, _ = scan_text(text, self._in_string, self._escaped)
+            self._written += text
+        if self.gave_up or self.forcing or room > self.estimate + max(self.window,
+                                                                      2 * self.growth):
+            return True
+        plan = self._follow(matcher)
+        if plan is None or len(plan) > room:
+            plan = self._plan(matcher)
+        if plan is not None and len(plan) <= room:
+            self._learn(plan)
+            return True
+        self._in_string, self._escaped, self._written, self.plan, self.estimate = undo
+        return False
 
     def finished(self) -> bool:
         """The forced plan is written: the grammar is complete."""
         return self.forcing and not self.plan
 
     def _advance(self, matcher: xgr.GrammarMatcher, token: int) -> bool:
-        self._undo = (self._in_string, self._escaped)
+        self._undo = (self._in_string, self._escaped, self._written)
         if not matcher.accept_token(token):
             return False
-        self._in_string, self._escaped = scan_string_state(self.decode(token), self._in_string,
-                                                           self._escaped)
+        text = self.decode(token)
+        self._in_string, self._escaped, self._opened = scan_text(text, self._in_string,
+                                                                 self._escaped)
+        self._written += text
+        if len(self._written) > 256:  # too old to follow: the next check plans
+            self.plan, self._written = None, ""
         return True
+
+    def _learn(self, plan: list[int]) -> None:
+        """Keep a checked plan; how much it grew since the last check widens the window."""
+        self.growth = max(self.growth, len(plan) - self.estimate)
+        self.plan, self.estimate, self._written = plan, len(plan), ""
+
+    def _follow(self, matcher: xgr.GrammarMatcher) -> list[int] | None:
+        """The last plan carried over the text written since it was made, if it still
+        completes the grammar from here (checked with the matcher, a couple of microseconds
+        instead of a search): the rest of its text when that text ends what was written (the
+        model wrote the plan's first characters: a key's quote, a comma), else the plan itself
+        (more characters of a free string or of a number leave the ending as it was)."""
+        plan, written = self.plan, self._written
+        if plan is None:
+            return None
+        if not written:
+            return list(plan)
+        if plan and self.decode(plan[0]) == written and "\ufffd" not in written:
+            return plan[1:]  # the same characters (a split UTF-8 character may differ)
+        text = "".join(self.decode(i) for i in plan)
+        for k in range(min(len(written), len(text), 32), 0, -1):
+            if text.startswith(written[-k:]):
+                ids = self.encode(text[k:])
+                if _accepts(matcher, ids):
+                    return ids
+                break
+        return list(plan) if _accepts(matcher, plan) else None
 
     def _plan(self, matcher: xgr.GrammarMatcher) -> list[int] | None:
         self._since_plan = 0
@@ -197,8 +305,16 @@ class CompletionPlanner:
 
 
 def _accepts(matcher: xgr.GrammarMatcher, ids: list[int]) -> bool:
-    m = matcher.fork()
-    return all(m.accept_token(i) for i in ids) and m.is_completed()
+    """Whether `ids` complete `matcher`'s grammar; the matcher is rolled back after."""
+    n = 0
+    for token in ids:
+        if not matcher.accept_token(token):
+            break
+        n += 1
+    ok = n == len(ids) and matcher.is_completed()
+    if n:
+        matcher.rollback(n)
+    return ok
 
 
 def tokenizer_codec(tokenizer: Any) -> tuple[Callable[[str], list[int]], Callable[[int], str]]:

@@ -53,6 +53,20 @@ def test_response_format_completed_at_max_tokens(http) -> None:
     assert choice["stop_reason"] == "completed_at_max_tokens"
 
 
+def test_max_tokens_too_small_for_the_completion_is_a_400(http) -> None:
+    schema = {"type": "object", "properties": {"customer_full_name": {"type": "string"},
+                                               "preferred_contact_method": {"enum": ["email"]}},
+              "required": ["customer_full_name", "preferred_contact_method"]}
+    body = {"messages": [{"role": "user", "content": "A contact as JSON."}], "max_tokens": 4,
+            "response_format": {"type": "json_schema",
+                                "json_schema": {"name": "x", "schema": schema}}, **NO_THINK}
+    out = _chat(http, structured_outputs={"complete_before_max_tokens": True}, **body)
+    assert out["status"] == 400, out
+    assert "max_tokens=4 is too small for complete_before_max_tokens" in out["error"]["message"]
+    out = _chat(http, **body)  # without the option: answered, cut
+    assert out["status"] == 200 and out["choices"][0]["finish_reason"] == "length", out
+
+
 def test_unenforced_keyword_is_a_400_naming_it(http) -> None:
     schema = {"type": "object", "properties": {"tags": {
         "type": "array", "items": {"type": "integer"}, "uniqueItems": True}}}
