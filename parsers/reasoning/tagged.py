@@ -33,16 +33,16 @@ register_reasoning_parser("hy_v3")(ReasoningFormat(
     patterns=_HY_TAGS, pattern_roles=("start", "end"), switch=effort_given_switch(),
     implicit_end=("<tool_calls>",), whitespace="keep", content_drop=("</think>",),
     description="Hunyuan 3: `<think>` tags (optional `:type` suffixes), on with reasoning_effort"))
-tagged("hy_v4", ("<think>",), ("</think>",), patterns=_HY_TAGS, pattern_roles=("start", "end"),
+tagged("hy_v4", ("<think>",), ("</think>",), whitespace="keep", patterns=_HY_TAGS, pattern_roles=("start", "end"),
        switch=effort_switch(("none", "no_think")), implicit_end=("<tool_calls>",),
        description="Hunyuan 4: `<think>` tags with optional `:type` suffixes")
 tagged("granite", ("Here's my thought process:", "Here is my thought process:"),
-       ("Here's my response:", "Here is my response:"),
+       ("Here's my response:", "Here is my response:"), whitespace="keep",
        description="Granite 3.2: phrase markers, not tokens")
 tagged("gemma4", ("<|channel>",), ("<channel|>",), reasoning_head=("thought",), whitespace="trail",
        implicit_end=("<|tool_call>",),
        description="Gemma 4: `<|channel>thought\\n..<channel|>`; `thought` is dropped")
-tagged("mistral", ("[THINK]", "<think>"), ("[/THINK]", "</think>"),
+tagged("mistral", ("[THINK]", "<think>"), ("[/THINK]", "</think>"), whitespace="trail",
        implicit_end=("[TOOL_CALLS]",),
        description="Mistral/Magistral: `[THINK]` special tokens (v13+) or `<think>` text (v11)")
 for _cohere in ("cohere_command3", "cohere_command4"):

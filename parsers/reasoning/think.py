@@ -62,13 +62,13 @@ think("minimax_m3", whitespace="keep", start=("<mm:think>",), end=("</mm:think>"
 think("ernie45", content_drop=("</think>", "<response>", "</response>"),
       description="ERNIE-4.5: answer may be wrapped in `<response>`")
 think("olmo3", whitespace="keep", description="OLMo 3")
-think("step3", description="Step-3: only `</think>` in the output")
+think("step3", start=(), whitespace="keep", content_drop=(), description="Step-3: only `</think>` in the output")
 think("deepseek_v4", whitespace="trail", switch=kwarg_switch("thinking", "enable_thinking"),
       implicit_end=("<｜DSML｜tool_calls>",), description="DeepSeek-V4")
 think("deepseek_v41", whitespace="trail", switch=kwarg_switch("thinking", "enable_thinking"),
       implicit_end=("<｜DSML｜ calls>",), description="DeepSeek-V4.1")
 think("minicpmv", whitespace="keep", switch=kwarg_switch("enable_thinking"), description="MiniCPM-V")
-think("seed_oss", whitespace="trail", start=("<seed:think>",), end=("</seed:think>",),
+think("seed_oss", whitespace="keep", start=("<seed:think>",), end=("</seed:think>",),
       switch=kwarg_switch("enable_thinking"), implicit_end=("<seed:tool_call>",),
       description="ByteDance Seed-OSS")
 think("plamo3", start=("<|plamo:begin_think:plamo|>",), end=("<|plamo:end_think:plamo|>",),
@@ -76,5 +76,6 @@ think("plamo3", start=("<|plamo:begin_think:plamo|>",), end=("<|plamo:end_think:
       content_drop=("<|plamo:end_think:plamo|>", "<|plamo:tag|>"),
       partial_marker_drop=len("<|plamo:") + 2,
       implicit_end=("<|plamo:begin_tool_requests:plamo|>",), description="PLaMo 3")
-think("poolside_v1", whitespace="keep", content_drop=("</think>", "<assistant>", "</assistant>"),
-      description="Poolside: `<think>` then an `<assistant>`-wrapped answer")
+think("poolside_v1", whitespace="keep", switch=kwarg_switch("thinking", "enable_thinking", default=False),
+      content_drop=(),
+      description="Poolside: deepseek_v3 with thinking off unless `thinking`/`enable_thinking`")
