@@ -19,7 +19,7 @@ ANSWER_WRAP: dict[str, tuple[str, str, float]] = {
 }
 # Whitespace a model's template always writes after the start and after the end marker.
 FIXED_WS: dict[str, tuple[str, str]] = {
-    "hunyuan_a13b": ("\n", "\n"),
+    "hunyuan_a13b": ("", ""),  # its markers hold the newlines
     **dict.fromkeys(("muse", "muse_glimmer", "musespark1x"), ("", "")),  # messages back to back
 }
 # Plain vocabulary entries vLLM's parser looks up at construction (not special tokens).

@@ -21,8 +21,11 @@ def tagged(name: str, start: tuple[str, ...], end: tuple[str, ...], **kw: object
         ReasoningFormat(name=name, start=start, end=end, prefilled=False, **kw))
 
 
-tagged("hunyuan_a13b", ("<think>",), ("</think>",),
-       content_drop=("</think>", "<answer>", "</answer>"),
+# vLLM reads the template's exact layout, `<think>\n..\n</think>\n<answer>\n..\n</answer>`: one
+# newline beside each tag belongs to the tag, every other character is kept.
+tagged("hunyuan_a13b", ("<think>\n", "<think>"), ("\n</think>\n", "\n</think>", "</think>"),
+       content_drop=("\n</think>\n", "</think>", "<answer>\n", "<answer>", "\n</answer>",
+                     "</answer>"), whitespace="keep",
        description="Hunyuan-A13B: `<think>..</think>` then `<answer>..</answer>`")
 # Tags may carry a `:suffix` (`<think:high>`), matched as pattern markers.
 _HY_TAGS = (tag_marker("think"), tag_marker("think", closing=True))

@@ -59,7 +59,10 @@ think("minimax_m2_append_think", start=(), end=("</think>",), prefilled=False,
       description="MiniMax-M2: prepend `<think>`, everything is content")
 think("minimax_m3", whitespace="keep", start=("<mm:think>",), end=("</mm:think>",), prefilled=False,
       description="MiniMax-M3: explicit `<mm:think>`; a plain answer is content")
-think("ernie45", content_drop=("</think>", "<response>", "</response>"),
+# vLLM keeps the text as written and unwraps `<response>..</response>`, dropping the newline
+# (or two) between `</think>` and the wrapper and the one after it.
+think("ernie45", whitespace="keep",
+      content_drop=("\n\n<response>", "\n<response>", "<response>", "</response>\n", "</response>"),
       description="ERNIE-4.5: answer may be wrapped in `<response>`")
 think("olmo3", whitespace="keep", description="OLMo 3")
 think("step3", start=(), whitespace="keep", content_drop=(), description="Step-3: only `</think>` in the output")
