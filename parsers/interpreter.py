@@ -54,6 +54,7 @@ class Parser:
         self._verbatim = tool is not None and tool.keeps_text_verbatim
         self._keep_rws = reasoning is not None and reasoning.whitespace != "strip"
         self._trim_rtail = reasoning is not None and reasoning.whitespace == "trail"
+        self._rstrip = reasoning is not None and reasoning.whitespace == "rstrip"
         self._partial_drop = reasoning.partial_marker_drop if reasoning is not None else 0
         r = reasoning
         self._roles: dict[str, dict[str, str]] = {REASONING: {}, "on": {}, "off": {}}
@@ -186,7 +187,7 @@ class StreamParser:
         self._flush_head()
         if self._pending_ws and (not self._last_was_marker or self._p._keep_rws) and not self._gap \
                 and not (self._state == REASONING and self._p._trim_rtail) \
-                and (self._content_seen or not self._p._verbatim):
+                and not self._p._rstrip and (self._content_seen or not self._p._verbatim):
             self._emit(self._seg_kind(), self._pending_ws)
         self._pending_ws = ""
         if self._prefix and not self._content_seen and self._num_calls == 0:
@@ -245,6 +246,19 @@ class StreamParser:
         """Apply a marker's role; return where scanning resumes."""
         self._last_was_marker = True
         ws = self._pending_ws
+        if self._p._rstrip and role != "tool":  # the text before a marker loses its trailing
+            self._pending_ws = ""             # whitespace; reasoning its leading one too
+            if role != "drop":
+                self._boundary()
+            self._strip_lead = role == "start" or (role == "drop" and self._state == REASONING)
+            if role in ("end", "implicit"):
+                self._state = CONTENT
+                return start if role == "implicit" else end
+            if role == "start":
+                self._state = REASONING
+            elif role == "discard":
+                self._state = DISCARD
+            return end
         if role == "drop":
             # The text either side joins up: `a</think> b` -> `a b`, one run of whitespace kept.
             # At the start of a segment it is an opening (`<think>\n..`): strip like a boundary.

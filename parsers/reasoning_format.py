@@ -84,6 +84,9 @@ class ReasoningFormat:
         (README rule 4). "keep": stays where it was, as vLLM's marker-splitting parsers keep it
         (`<think> a </think>\nb` -> reasoning ` a `, content `\nb`). "trail": kept, except
         at the end of the reasoning (vLLM's engine parsers strip trailing reasoning whitespace).
+        "rstrip": Cohere's filter: reasoning is stripped at both ends, every other piece of text
+        loses the whitespace before a marker and at the end of the output, and keeps its leading
+        whitespace (`<|END_THINKING|>\n<|START_RESPONSE|> Hi \n` -> content ` Hi`).
     partial_marker_drop: at the end of the output, a trailing prefix of a marker at least this
         long is dropped (a marker cut off by the token limit); 0: kept as text.
     """
@@ -112,8 +115,9 @@ class ReasoningFormat:
             raise ValueError(f"reasoning format {self.name!r} has no start or end marker")
         if len(self.patterns) != len(self.pattern_roles):
             raise ValueError(f"reasoning format {self.name!r}: one role per pattern marker")
-        if self.whitespace not in ("strip", "keep", "trail"):
-            raise ValueError(f"whitespace {self.whitespace!r} is not 'strip', 'keep' or 'trail'")
+        if self.whitespace not in ("strip", "keep", "trail", "rstrip"):
+            raise ValueError(f"whitespace {self.whitespace!r} is not 'strip', 'keep', 'trail' "
+                             "or 'rstrip'")
         for role in self.pattern_roles:
             if role not in ("start", "end"):
                 raise ValueError(f"pattern role {role!r} is not 'start' or 'end'")

@@ -48,11 +48,19 @@ tagged("gemma4", ("<|channel>",), ("<channel|>",), reasoning_head=("thought",), 
 tagged("mistral", ("[THINK]", "<think>"), ("[/THINK]", "</think>"), whitespace="trail",
        implicit_end=("[TOOL_CALLS]",),
        description="Mistral/Magistral: `[THINK]` special tokens (v13+) or `<think>` text (v11)")
-for _cohere in ("cohere_command3", "cohere_command4"):
-    tagged(_cohere, ("<|START_THINKING|>",), ("<|END_THINKING|>",),
-           content_drop=("<|END_THINKING|>", "<|START_RESPONSE|>", "<|END_RESPONSE|>"),
-           implicit_end=("<|START_ACTION|>",),
-           description="Cohere Command A/R: answer inside `<|START_RESPONSE|>`")
+# vLLM runs Cohere's own filter (cohere_melody): see whitespace "rstrip". Command 4 starts in
+# thinking and also unwraps `<|START_TEXT|>`; Command 3 starts as the answer.
+_COHERE_ANSWER = ("<|START_RESPONSE|>", "<|END_RESPONSE|>")
+tagged("cohere_command3", ("<|START_THINKING|>",), ("<|END_THINKING|>",), whitespace="rstrip",
+       content_drop=("<|END_THINKING|>", *_COHERE_ANSWER),
+       implicit_end=("<|START_ACTION|>", "<|START_RESPONSE|>"),
+       description="Cohere Command A/R: answer inside `<|START_RESPONSE|>`")
+register_reasoning_parser("cohere_command4")(ReasoningFormat(
+    name="cohere_command4", start=("<|START_THINKING|>",), end=("<|END_THINKING|>",),
+    prefilled=True, reopen=True, whitespace="rstrip",
+    implicit_end=("<|START_ACTION|>", "<|START_RESPONSE|>", "<|START_TEXT|>"),
+    content_drop=("<|END_THINKING|>", *_COHERE_ANSWER, "<|START_TEXT|>", "<|END_TEXT|>"),
+    description="Cohere Command A Reasoning: thinking first; answer inside `<|START_TEXT|>`"))
 tagged("kimi_k3", ("<|open|>think<|sep|>",), ("<|close|>think<|sep|>",),
        content_drop=("<|close|>think<|sep|>", "<|open|>response<|sep|>",
                      "<|close|>response<|sep|>"),
