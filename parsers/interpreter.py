@@ -153,6 +153,8 @@ class StreamParser:
         self._head: str | None = "" if self._state == REASONING and fmt.reasoning_head else None
         self._prefix = fmt.content_prefix if fmt is not None else ""
         self._force = bool(fmt and fmt.force_content_kwarg and ckw.get(fmt.force_content_kwarg))
+        self._end_strip = ""  # characters still to strip after an end marker
+        self._answer_text = False  # any text (whitespace too) came after thinking
         self._reasoning_parts: list[str] = []
         self._content_seen = False
         self._num_calls = 0
@@ -192,7 +194,7 @@ class StreamParser:
         self._pending_ws = ""
         if self._prefix and not self._content_seen and self._num_calls == 0:
             self._emit(CONTENT, "")  # the content prefix alone (minimax_m2_append_think: `<think>`)
-        if self._force and not self._content_seen and self._num_calls == 0:
+        if self._force and not self._answer_text and self._num_calls == 0:
             text = "".join(self._reasoning_parts).strip()
             if text:
                 self._emit(CONTENT, text)
@@ -274,6 +276,7 @@ class StreamParser:
         self._strip_lead = not keep
         if role == "end":
             self._state = CONTENT
+            self._end_strip = self._p.reasoning.after_end_strip
         elif role == "discard":
             self._state = DISCARD
         elif role == "implicit":
@@ -301,7 +304,15 @@ class StreamParser:
 
     def _text(self, text: str) -> None:
         if text and self._state != DISCARD:
-            self._segment_text(self._seg_kind(), text)
+            if self._state != REASONING:
+                self._answer_text = True
+                if self._end_strip:
+                    stripped = text.lstrip(self._end_strip)
+                    if stripped:
+                        self._end_strip = ""
+                    text = stripped
+            if text:
+                self._segment_text(self._seg_kind(), text)
 
     def _segment_text(self, kind: str, text: str) -> None:
         if self._strip_lead:

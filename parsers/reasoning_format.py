@@ -87,6 +87,8 @@ class ReasoningFormat:
         "rstrip": Cohere's filter: reasoning is stripped at both ends, every other piece of text
         loses the whitespace before a marker and at the end of the output, and keeps its leading
         whitespace (`<|END_THINKING|>\n<|START_RESPONSE|> Hi \n` -> content ` Hi`).
+    after_end_strip: characters stripped from the start of the answer after an end marker
+        (granite_thinking: its newlines, `</think>\n\n  Hi` -> `  Hi`).
     partial_marker_drop: at the end of the output, a trailing prefix of a marker at least this
         long is dropped (a marker cut off by the token limit); 0: kept as text.
     """
@@ -108,6 +110,7 @@ class ReasoningFormat:
     discard: tuple[str, ...] = ()
     whitespace: str = "strip"
     partial_marker_drop: int = 0
+    after_end_strip: str = ""
     description: str = ""
 
     def __post_init__(self) -> None:

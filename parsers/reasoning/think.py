@@ -40,7 +40,8 @@ think("mimo", whitespace="keep", switch=kwarg_switch("enable_thinking"), implici
       description="Xiaomi MiMo")
 think("nemotron_v3", whitespace="trail", switch=kwarg_switch("enable_thinking"), implicit_end=("<tool_call>",),
       force_content_kwarg="force_nonempty_content", description="NVIDIA Nemotron v3")
-think("granite_thinking_parser", switch=kwarg_switch("enable_thinking"),
+think("granite_thinking_parser", whitespace="trail", after_end_strip="\n",
+      switch=kwarg_switch("enable_thinking"),
       implicit_end=("<tool_call>",), force_content_kwarg="force_nonempty_content",
       description="Granite with `<think>` tags")
 think("kimi_k2", whitespace="trail", switch=any_kwarg_switch("thinking", "enable_thinking"),
