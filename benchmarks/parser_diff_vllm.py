@@ -28,10 +28,12 @@ from typing import Any
 
 from thinkgate.benchmarks.parser_diff_formats import (
     ANSWER_WRAP,
+    COHERE,
     EXTRA_VOCAB,
     FIXED_WS,
     HARMONY,
     HarmonyTokenizer,
+    cohere_actions,
     harmony_ids,
     harmony_text,
     listed_difference,
@@ -161,7 +163,8 @@ def generate(tool: str | None, reasoning: str | None, seed: int) -> tuple[str, d
     if rng.random() < 0.5:
         answer.append(rng.choice(["I'll check. ", "Sure.\n", "Here: ", "Okay"]))
     calls = random_calls(rng) if tool is not None else []
-    calls_text = render_calls(tool, calls) if calls else ""
+    calls_text = "" if not calls else (
+        cohere_actions(calls) if tool in COHERE else render_calls(tool, calls))
     if name in HARMONY:
         text = harmony_text(tool, reasoning, thought, "".join(answer), calls_text)
     else:
@@ -268,6 +271,7 @@ def main() -> None:
         shown = 0
         p = get_parser(tool_parser=tool, reasoning_parser=reasoning)
         ends = tuple(p.reasoning.end) if p.reasoning is not None else ()
+        marks = tuple(markers_of(tool, reasoning))
         for seed in range(args.n):
             text, ckw = generate(tool, reasoning, seed)
             mine = ours(tool, reasoning, text, ckw)
@@ -280,7 +284,7 @@ def main() -> None:
                 continue
             why = None if errors and theirs[0] == "error" else listed_difference(
                 tool or reasoning, text, mine, theirs,
-                vllm_parse_streamed(tool, reasoning, text, ckw), ends)
+                vllm_parse_streamed(tool, reasoning, text, ckw), ends, marks)
             listed += why is not None
             if shown < args.show and (why is None or args.show_listed):
                 shown += 1

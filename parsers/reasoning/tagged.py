@@ -22,8 +22,9 @@ def tagged(name: str, start: tuple[str, ...], end: tuple[str, ...], **kw: object
 
 
 # vLLM reads the template's exact layout, `<think>\n..\n</think>\n<answer>\n..\n</answer>`: one
-# newline beside each tag belongs to the tag, every other character is kept.
-tagged("hunyuan_a13b", ("<think>\n", "<think>"), ("\n</think>\n", "\n</think>", "</think>"),
+# newline beside each tag belongs to the tag, every other character is kept. (The bare tags come
+# first: they are the canonical spellings the engine takes token ids from.)
+tagged("hunyuan_a13b", ("<think>", "<think>\n"), ("</think>", "\n</think>\n", "\n</think>"),
        content_drop=("\n</think>\n", "</think>", "<answer>\n", "<answer>", "\n</answer>",
                      "</answer>"), whitespace="keep",
        description="Hunyuan-A13B: `<think>..</think>` then `<answer>..</answer>`")
