@@ -41,6 +41,19 @@ def cohere_actions(calls: list[tuple[str, dict[str, Any]]]) -> str:
     return "<|START_ACTION|>" + json.dumps(body, ensure_ascii=False) + "<|END_ACTION|>"  # vLLM reads gpt-oss output from Harmony token ids
 
 
+def thinking_kwargs(fmt: Any, seed: str) -> dict[str, Any]:
+    """chat_template_kwargs for half the outputs of a format with a thinking switch: the
+    setting that flips its default (`enable_thinking`, `thinking` or a `reasoning_effort`)."""
+    import random
+
+    if fmt is None or fmt.switch is None or random.Random(seed).random() < 0.5:
+        return {}
+    default = fmt.thinking_enabled({})
+    tries = [{k: not default} for k in ("enable_thinking", "thinking")]
+    tries += [{"reasoning_effort": e} for e in (("none", "no_think") if default else ("high",))]
+    return next((ckw for ckw in tries if fmt.thinking_enabled(ckw) != default), {})
+
+
 def harmony_ids(text: str) -> list[int]:
     from vllm.entrypoints.openai.parser.harmony_utils import get_encoding
 

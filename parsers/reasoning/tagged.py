@@ -37,9 +37,13 @@ register_reasoning_parser("hy_v3")(ReasoningFormat(
     patterns=_HY_TAGS, pattern_roles=("start", "end"), switch=effort_given_switch(),
     implicit_end=("<tool_calls>",), whitespace="keep", content_drop=("</think>",),
     description="Hunyuan 3: `<think>` tags (optional `:type` suffixes), on with reasoning_effort"))
-tagged("hy_v4", ("<think>",), ("</think>",), whitespace="keep", patterns=_HY_TAGS, pattern_roles=("start", "end"),
-       switch=effort_switch(("none", "no_think")), implicit_end=("<tool_calls>",),
-       description="Hunyuan 4: `<think>` tags with optional `:type` suffixes")
+# Hunyuan 4's template opens `<think>` in the prompt unless reasoning_effort is `no_think`.
+register_reasoning_parser("hy_v4")(ReasoningFormat(
+    name="hy_v4", start=("<think>",), end=("</think>",), prefilled=True, reopen=True,
+    whitespace="keep", patterns=_HY_TAGS, pattern_roles=("start", "end"),
+    switch=effort_switch(("no_think",)), implicit_end=("<tool_calls>",),
+    content_drop=("</think>",),
+    description="Hunyuan 4: `<think>` tags with optional `:type` suffixes"))
 tagged("granite", ("Here's my thought process:", "Here is my thought process:"),
        ("Here's my response:", "Here is my response:"), whitespace="keep",
        description="Granite 3.2: phrase markers, not tokens")
