@@ -48,10 +48,11 @@ think("kimi_k2", whitespace="trail", switch=any_kwarg_switch("thinking", "enable
       implicit_end=("<|tool_calls_section_begin|>",),
       description="Kimi K2 / K2.5: tool section ends thinking and is kept")
 for _glm in ("glm45", "glm47"):
-    think(_glm, whitespace="trail", switch=kwarg_switch("enable_thinking", "thinking"),
+    think(_glm, whitespace="trail", switch=kwarg_switch("enable_thinking", "thinking"), reopen=True,
           implicit_end=("<tool_call>",), turn_markers=("<|assistant|>", "<|user|>"),
           description="GLM-4.5/4.6/4.7/5")
-think("ling3", whitespace="trail", switch=kwarg_switch("enable_thinking", "thinking"), implicit_end=("<tool_call>",),
+think("ling3", whitespace="trail", switch=kwarg_switch("enable_thinking", "thinking"), reopen=True,
+      implicit_end=("<tool_call>",),
       description="Ling 3: GLM grammar")
 think("minimax_m2", whitespace="trail", implicit_end=("<minimax:tool_call>",),
       description="MiniMax-M2: `<think>` is in the prompt, output closes it")
@@ -67,9 +68,10 @@ think("ernie45", whitespace="keep",
       description="ERNIE-4.5: answer may be wrapped in `<response>`")
 think("olmo3", whitespace="keep", description="OLMo 3")
 think("step3", start=(), whitespace="keep", content_drop=(), description="Step-3: only `</think>` in the output")
-think("deepseek_v4", whitespace="trail", switch=kwarg_switch("thinking", "enable_thinking"),
+# vLLM's engine parsers for these open thinking again at a later start marker (`a</think>b<think>c`)
+think("deepseek_v4", whitespace="trail", switch=kwarg_switch("thinking", "enable_thinking"), reopen=True,
       implicit_end=("<｜DSML｜tool_calls>",), description="DeepSeek-V4")
-think("deepseek_v41", whitespace="trail", switch=kwarg_switch("thinking", "enable_thinking"),
+think("deepseek_v41", whitespace="trail", switch=kwarg_switch("thinking", "enable_thinking"), reopen=True,
       implicit_end=("<｜DSML｜ calls>",), description="DeepSeek-V4.1")
 think("minicpmv", whitespace="keep", switch=kwarg_switch("enable_thinking"), description="MiniCPM-V")
 think("seed_oss", whitespace="keep", start=("<seed:think>",), end=("</seed:think>",),
