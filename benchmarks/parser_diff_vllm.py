@@ -124,7 +124,7 @@ def markers_of(tool: str | None, reasoning: str | None) -> list[str]:
         out |= set(p.tool.all_special_markers())
     if p.reasoning is not None:
         r = p.reasoning
-        out |= {*r.start, *r.end, *r.implicit_end, *r.content_drop}
+        out |= {*r.start, *r.end, *r.implicit_end, *r.content_drop, *r.drop}
     return [m for m in out if m and len(m) > 1]
 
 

@@ -78,6 +78,10 @@ class Parser:
                 con.setdefault(m, "drop")
             for m in r.discard:
                 rr[m] = con[m] = "discard"
+            for m in r.drop:
+                rr.setdefault(m, "drop")
+                con.setdefault(m, "drop")
+                self._roles["off"].setdefault(m, "drop")
             if r.reopens:
                 for m in r.start:
                     con[m] = "start"

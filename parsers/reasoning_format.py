@@ -87,6 +87,8 @@ class ReasoningFormat:
         "rstrip": Cohere's filter: reasoning is stripped at both ends, every other piece of text
         loses the whitespace before a marker and at the end of the output, and keeps its leading
         whitespace (`<|END_THINKING|>\n<|START_RESPONSE|> Hi \n` -> content ` Hi`).
+    drop: markers removed wherever they appear, thinking on or off (MiniCPM-V's reserved
+        tokens and `<|im_end|>`).
     after_end_strip: characters stripped from the start of the answer after an end marker
         (granite_thinking: its newlines, `</think>\n\n  Hi` -> `  Hi`).
     partial_marker_drop: at the end of the output, a trailing prefix of a marker at least this
@@ -111,6 +113,7 @@ class ReasoningFormat:
     whitespace: str = "strip"
     partial_marker_drop: int = 0
     after_end_strip: str = ""
+    drop: tuple[str, ...] = ()
     description: str = ""
 
     def __post_init__(self) -> None:

@@ -73,7 +73,12 @@ think("deepseek_v4", whitespace="trail", switch=kwarg_switch("thinking", "enable
       implicit_end=("<｜DSML｜tool_calls>",), description="DeepSeek-V4")
 think("deepseek_v41", whitespace="trail", switch=kwarg_switch("thinking", "enable_thinking"), reopen=True,
       implicit_end=("<｜DSML｜ calls>",), description="DeepSeek-V4.1")
-think("minicpmv", whitespace="keep", switch=kwarg_switch("enable_thinking"), description="MiniCPM-V")
+# MiniCPM-V: its reserved marker tokens, `<|im_end|>` and a stray `</think>` (thinking off too)
+# never reach the client (vLLM drops them)
+_MINICPMV_DROP = ("</think>", "<|im_end|>",
+                  *(f"<{p}reserved_{i}{p}>" for i in range(12, 16) for p in ("", "|")))
+think("minicpmv", whitespace="keep", switch=kwarg_switch("enable_thinking"), drop=_MINICPMV_DROP,
+      description="MiniCPM-V")
 think("seed_oss", whitespace="keep", start=("<seed:think>",), end=("</seed:think>",),
       switch=kwarg_switch("enable_thinking"), implicit_end=("<seed:tool_call>",),
       description="ByteDance Seed-OSS")
