@@ -158,6 +158,8 @@ class StreamParser:
         self._prefix = fmt.content_prefix if fmt is not None else ""
         self._force = bool(fmt and fmt.force_content_kwarg and ckw.get(fmt.force_content_kwarg))
         self._end_strip = ""  # characters still to strip after an end marker
+        make = fmt.text_filter if fmt is not None else None
+        self._filters = {REASONING: make(), CONTENT: make()} if make is not None else None
         self._answer_text = False  # any text (whitespace too) came after thinking
         self._reasoning_parts: list[str] = []
         self._content_seen = False
@@ -202,6 +204,9 @@ class StreamParser:
             text = "".join(self._reasoning_parts).strip()
             if text:
                 self._emit(CONTENT, text)
+        if self._filters is not None:
+            self._flush_filter(REASONING)
+            self._flush_filter(CONTENT)
         self.finished = True
         return self._take()
 
@@ -364,6 +369,20 @@ class StreamParser:
             self._content_seen = True
         elif self._force:
             self._reasoning_parts.append(text)
+        if self._filters is not None:
+            if kind == CONTENT:
+                self._flush_filter(REASONING)
+            text = self._filters[kind].feed(text)
+            if not text:
+                return
+        self._append(kind, text)
+
+    def _flush_filter(self, kind: str) -> None:
+        rest = self._filters[kind].feed("", final=True)
+        if rest:
+            self._append(kind, rest)
+
+    def _append(self, kind: str, text: str) -> None:
         last = self._out[-1] if self._out else None
         if last is not None and len(last) == 1 and kind in last:
             last[kind] += text
@@ -391,6 +410,8 @@ class StreamParser:
                     self._emit(CONTENT, self._section_ws)
                     self._open_ws = ""
                 self._pending_ws, self._section_ws, self._at_start = "", None, False
+                if self._filters is not None:
+                    self._flush_filter(REASONING)
                 self._num_calls += 1
                 call_id = ev.id or "chatcmpl-tool-" + secrets.token_hex(8)
                 self._out.append({"tool_calls": [{

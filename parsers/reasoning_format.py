@@ -89,6 +89,8 @@ class ReasoningFormat:
         whitespace (`<|END_THINKING|>\n<|START_RESPONSE|> Hi \n` -> content ` Hi`).
     drop: markers removed wherever they appear, thinking on or off (MiniCPM-V's reserved
         tokens and `<|im_end|>`).
+    text_filter: a factory of streaming filters (`parsers/text_filters.py`) run over the
+        reasoning text and, separately, the content text (MiniCPM-V's escaped newlines).
     after_end_strip: characters stripped from the start of the answer after an end marker
         (granite_thinking: its newlines, `</think>\n\n  Hi` -> `  Hi`).
     partial_marker_drop: at the end of the output, a trailing prefix of a marker at least this
@@ -114,6 +116,7 @@ class ReasoningFormat:
     partial_marker_drop: int = 0
     after_end_strip: str = ""
     drop: tuple[str, ...] = ()
+    text_filter: Callable[[], Any] | None = None
     description: str = ""
 
     def __post_init__(self) -> None:

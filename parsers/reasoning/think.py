@@ -15,6 +15,7 @@ from thinkgate.parsers.reasoning_format import (
     kwarg_switch,
 )
 from thinkgate.parsers.registry import register_reasoning_parser
+from thinkgate.parsers.text_filters import EscapedNewlines
 
 QWEN_TURN = ("<|im_start|>",)
 
@@ -78,7 +79,7 @@ think("deepseek_v41", whitespace="trail", switch=kwarg_switch("thinking", "enabl
 _MINICPMV_DROP = ("</think>", "<|im_end|>",
                   *(f"<{p}reserved_{i}{p}>" for i in range(12, 16) for p in ("", "|")))
 think("minicpmv", whitespace="keep", switch=kwarg_switch("enable_thinking"), drop=_MINICPMV_DROP,
-      description="MiniCPM-V")
+      text_filter=EscapedNewlines, description="MiniCPM-V")
 think("seed_oss", whitespace="keep", start=("<seed:think>",), end=("</seed:think>",),
       switch=kwarg_switch("enable_thinking"), implicit_end=("<seed:tool_call>",),
       description="ByteDance Seed-OSS")
