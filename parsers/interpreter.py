@@ -133,6 +133,16 @@ class Parser:
 class StreamParser:
     """Incremental state for one output. Work per `feed` is O(len(delta) + longest marker)."""
 
+    # slots: past ~30 instance attributes CPython's per-instance dict gets slower to read, and
+    # every delta reads a dozen of them
+    __slots__ = (
+        "_p", "_ctx", "_thinking", "_content_key", "_state", "_buf", "_section", "_strip_lead",
+        "_seg_empty", "_last_was_marker", "_pending_ws", "_gap", "_open_ws", "_gap_lead", "_head",
+        "_prefix", "_force", "_end_strip", "_watch", "_filters", "_answer_text",
+        "_reasoning_parts", "_content_seen", "_num_calls", "_at_start", "_section_ws",
+        "_section_calls", "num_completed_calls", "finished", "_out",
+    )
+
     def __init__(self, parser: Parser, tools: Sequence[dict[str, Any]] | None,
                  ckw: dict[str, Any], prompt_token_ids: Sequence[int] | None) -> None:
         self._p = parser
@@ -158,6 +168,8 @@ class StreamParser:
         self._prefix = fmt.content_prefix if fmt is not None else ""
         self._force = bool(fmt and fmt.force_content_kwarg and ckw.get(fmt.force_content_kwarg))
         self._end_strip = ""  # characters still to strip after an end marker
+        # only formats that need it pay for watching the answer's text / filtering it
+        self._watch = self._force or bool(fmt is not None and fmt.after_end_strip)
         make = fmt.text_filter if fmt is not None else None
         self._filters = {REASONING: make(), CONTENT: make()} if make is not None else None
         self._answer_text = False  # any text (whitespace too) came after thinking
@@ -313,7 +325,7 @@ class StreamParser:
 
     def _text(self, text: str) -> None:
         if text and self._state != DISCARD:
-            if self._state != REASONING:
+            if self._watch and self._state != REASONING:
                 self._answer_text = True
                 if self._end_strip:
                     stripped = text.lstrip(self._end_strip)
@@ -375,19 +387,22 @@ class StreamParser:
             text = self._filters[kind].feed(text)
             if not text:
                 return
-        self._append(kind, text)
-
-    def _flush_filter(self, kind: str) -> None:
-        rest = self._filters[kind].feed("", final=True)
-        if rest:
-            self._append(kind, rest)
-
-    def _append(self, kind: str, text: str) -> None:
         last = self._out[-1] if self._out else None
         if last is not None and len(last) == 1 and kind in last:
             last[kind] += text
         else:
             self._out.append({kind: text})
+
+    def _flush_filter(self, kind: str) -> None:
+        """Emit what a text filter still holds (the reasoning's when the answer starts)."""
+        rest = self._filters[kind].feed("", final=True)
+        if not rest:
+            return
+        last = self._out[-1] if self._out else None
+        if last is not None and len(last) == 1 and kind in last:
+            last[kind] += rest
+        else:
+            self._out.append({kind: rest})
 
     def _events(self, events: list[Event]) -> None:
         for ev in events:
