@@ -49,7 +49,8 @@ class Parser:
         self.tool = tool
         self.tokenizer = tokenizer
         tool_starts = tool.start_markers if tool is not None else ()
-        self._anchored = frozenset(tool.anchored_markers if tool is not None else ())
+        self._anchored = frozenset((*(tool.anchored_markers if tool is not None else ()),
+                                    *(reasoning.leading_drop if reasoning is not None else ())))
         self._keep_ws = tool is not None and tool.keeps_whitespace
         self._verbatim = tool is not None and tool.keeps_text_verbatim
         self._keep_rws = reasoning is not None and reasoning.whitespace != "strip"
@@ -78,6 +79,8 @@ class Parser:
                 con.setdefault(m, "drop")
             for m in r.discard:
                 rr[m] = con[m] = "discard"
+            for m in r.leading_drop:
+                con[m] = "drop"
             for m in r.drop:
                 rr.setdefault(m, "drop")
                 con.setdefault(m, "drop")

@@ -89,6 +89,10 @@ class ReasoningFormat:
         whitespace (`<|END_THINKING|>\n<|START_RESPONSE|> Hi \n` -> content ` Hi`).
     drop: markers removed wherever they appear, thinking on or off (MiniCPM-V's reserved
         tokens and `<|im_end|>`).
+    prefill_switch: chat_template_kwargs -> the template opened thinking in the prompt, for a
+        format that is not `prefilled` otherwise (minimax_m3's `thinking_mode: enabled`).
+    leading_drop: markers dropped at the very start of the answer only; later they are text
+        (minimax_m3's `</mm:think>` closing an empty prefilled block).
     text_filter: a factory of streaming filters (`parsers/text_filters.py`) run over the
         reasoning text and, separately, the content text (MiniCPM-V's escaped newlines).
     after_end_strip: characters stripped from the start of the answer after an end marker
@@ -117,6 +121,8 @@ class ReasoningFormat:
     after_end_strip: str = ""
     drop: tuple[str, ...] = ()
     text_filter: Callable[[], Any] | None = None
+    prefill_switch: Switch | None = None
+    leading_drop: tuple[str, ...] = ()
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -136,7 +142,9 @@ class ReasoningFormat:
         return self.switch is None or self.switch(chat_template_kwargs or {})
 
     def starts_in_reasoning(self, chat_template_kwargs: Mapping[str, Any] | None = None) -> bool:
-        return self.prefilled and self.thinking_enabled(chat_template_kwargs)
+        prefilled = self.prefilled or (self.prefill_switch is not None
+                                       and self.prefill_switch(chat_template_kwargs or {}))
+        return prefilled and self.thinking_enabled(chat_template_kwargs)
 
     @property
     def reopens(self) -> bool:

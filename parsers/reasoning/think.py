@@ -60,7 +60,11 @@ think("minimax_m2", whitespace="trail", implicit_end=("<minimax:tool_call>",),
 think("minimax_m2_append_think", start=(), end=("</think>",), prefilled=False,
       switch=lambda ckw: False, content_prefix="<think>", content_drop=(),
       description="MiniMax-M2: prepend `<think>`, everything is content")
+# MiniMax-M3: the template opens `<mm:think>` when thinking_mode is "enabled"; a `</mm:think>` the
+# answer starts with is dropped, one later on is text (as in vLLM)
 think("minimax_m3", whitespace="keep", start=("<mm:think>",), end=("</mm:think>",), prefilled=False,
+      prefill_switch=lambda ckw: ckw.get("thinking_mode") == "enabled", content_drop=(),
+      leading_drop=("</mm:think>",),
       description="MiniMax-M3: explicit `<mm:think>`; a plain answer is content")
 # vLLM keeps the text as written and unwraps `<response>..</response>`, dropping the newline
 # (or two) between `</think>` and the wrapper and the one after it.
