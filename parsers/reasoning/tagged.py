@@ -66,11 +66,14 @@ register_reasoning_parser("cohere_command4")(ReasoningFormat(
     implicit_end=("<|START_ACTION|>", "<|START_RESPONSE|>", "<|START_TEXT|>"),
     content_drop=("<|END_THINKING|>", *_COHERE_ANSWER, "<|START_TEXT|>", "<|END_TEXT|>"),
     description="Cohere Command A Reasoning: thinking first; answer inside `<|START_TEXT|>`"))
-tagged("kimi_k3", ("<|open|>think<|sep|>",), ("<|close|>think<|sep|>",),
-       content_drop=("<|close|>think<|sep|>", "<|open|>response<|sep|>",
-                     "<|close|>response<|sep|>"),
-       implicit_end=("<|open|>tools<|sep|>",), whitespace="keep",
-       description="Kimi K3: XTML `think` and `response` elements")
+# Kimi K3's template ends the prompt with `<|open|>think<|sep|>` unless thinking is off
+register_reasoning_parser("kimi_k3")(ReasoningFormat(
+    name="kimi_k3", start=("<|open|>think<|sep|>",), end=("<|close|>think<|sep|>",),
+    prefilled=True, reopen=True, switch=kwarg_switch("thinking", "enable_thinking"),
+    content_drop=("<|close|>think<|sep|>",),
+    drop=("<|open|>response<|sep|>", "<|close|>response<|sep|>"),  # thinking off too
+    implicit_end=("<|open|>tools<|sep|>",), whitespace="keep",
+    description="Kimi K3: XTML `think` and `response` elements"))
 tagged("inkling", ("<|content_thinking|>",), ("<|end_message|>", "<|content_model_end_sampling|>"),
        content_drop=("<|end_message|>", "<|message_model|>", "<|content_text|>",
                      "<|content_model_end_sampling|>", "<|content_invoke_tool_text|>",
