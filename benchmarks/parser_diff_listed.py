@@ -4,7 +4,7 @@
 README lists (ours keeps or completes what vLLM loses), and reports it apart from agreement.
 Each check compares the two normalised results, ``(reasoning, content, calls)``; it accepts
 nothing else: reasoning, and every call's name and arguments, must be equal unless the rule
-is about them.
+is about them. Each label names its row of the README's "Deliberate differences" table.
 """
 
 from __future__ import annotations
@@ -93,17 +93,71 @@ def _arguments_dropped(tool: str | None, text: str, mine: Result, theirs: Result
     return True
 
 
+CHANNEL_FORMATS = {"muse", "muse_glimmer", "musespark1x", "openai_gptoss"}
+
+
+def _only_markers(text: str, markers: tuple[str, ...]) -> bool:
+    """`text` is markers back to back, the last one possibly cut off."""
+    rest = text.strip()
+    while rest:
+        hit = next((m for m in markers if m and rest.startswith(m)), None)
+        if hit is None:
+            return any(m.startswith(rest) for m in markers)
+        rest = rest[len(hit):].lstrip()
+    return True
+
+
+def _header_cut_off(reasoning: str, text: str, mine: Result, theirs: Result,
+                    ends: tuple[str, ...], markers: tuple[str, ...]) -> bool:
+    """Muse/gpt-oss output cut inside a message header: vLLM's content is the header's text."""
+    r, c, calls = theirs
+    return (reasoning in CHANNEL_FORMATS and mine[2] == calls and mine[0] == r
+            and mine[1] is None and bool(c) and _only_markers(c, markers))
+
+
+def _muse_header_in_reasoning(reasoning: str, text: str, mine: Result, theirs: Result,
+                              ends: tuple[str, ...], markers: tuple[str, ...]) -> bool:
+    """muse_glimmer reasoning left without `<|eom|>`: vLLM keeps the next header's start."""
+    r = theirs[0]
+    return (reasoning.startswith("muse") and mine[1:] == theirs[1:] and bool(r)
+            and bool(mine[0]) and r.startswith(mine[0])
+            and r[len(mine[0]):].strip() == "<|start|>assistant")
+
+
+def _raw_output_as_content(reasoning: str, text: str, mine: Result, theirs: Result,
+                           ends: tuple[str, ...], markers: tuple[str, ...]) -> bool:
+    """hunyuan_a13b cut inside `<answer>`: vLLM's regex fails and the whole output, markers
+    included, is its content."""
+    return (reasoning == "hunyuan_a13b" and theirs[1] == text and not theirs[2]
+            and any(m in text for m in markers) and mine != theirs)
+
+
+def _thinking_cut_off(reasoning: str, text: str, mine: Result, theirs: Result,
+                      ends: tuple[str, ...], markers: tuple[str, ...]) -> bool:
+    """Thinking cut off before its end marker: vLLM's non-streamed parse gives content."""
+    r, c, calls = theirs
+    return bool(mine[0] and mine[1] is None and not mine[2] and r is None and c and not calls
+                and mine[0].strip() in c and not any(m.strip() in text for m in ends))
+
+
 RULES = {"text after the calls": _text_after_calls,
          "text before the calls": _text_before_calls,
          "arguments not a JSON object in vLLM": _arguments_not_an_object,
          "a `]` in a phi4_mini_json argument": _bracket_in_phi4_argument,
          "functiongemma arguments vLLM drops": _arguments_dropped}
+# Rules for reasoning-only runs that need the format's markers (end markers, all markers).
+MARKER_RULES = {"Muse/gpt-oss output cut inside a message header": _header_cut_off,
+                "muse_glimmer reasoning left without `<|eom|>`": _muse_header_in_reasoning,
+                "hunyuan_a13b output cut inside `<answer>`": _raw_output_as_content,
+                "thinking cut off before its end marker": _thinking_cut_off}
 
 
 def listed_difference(tool: str | None, reasoning: str | None, text: str, mine: Result,
-                      theirs: Result, stream: Result | None = None) -> str | None:
+                      theirs: Result, stream: Result | None = None,
+                      ends: tuple[str, ...] = (), markers: tuple[str, ...] = ()) -> str | None:
     """The README row this disagreement is, or None when it is not a listed one. ``stream``
-    is vLLM's streamed result for the same text, where the caller has it."""
+    is vLLM's streamed result for the same text, where the caller has it; ``ends`` and
+    ``markers`` are the format's reasoning end markers and all its markers."""
     for label, rule in RULES.items():
         if rule(tool, text, mine, theirs):
             return label
@@ -112,4 +166,8 @@ def listed_difference(tool: str | None, reasoning: str | None, text: str, mine: 
         # vLLM's two modes differ (a call cut off: its stream has sent the call, its
         # non-streamed parse returns the text); ours is the stream's, arguments closed
         return "vLLM's stream gives ours"
+    for label, marker_rule in MARKER_RULES.items():  # rows about reasoning formats
+        if tool is None and reasoning and marker_rule(reasoning, text, mine, theirs, ends,
+                                                      markers):
+            return label
     return None

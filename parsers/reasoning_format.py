@@ -84,6 +84,19 @@ class ReasoningFormat:
         (README rule 4). "keep": stays where it was, as vLLM's marker-splitting parsers keep it
         (`<think> a </think>\nb` -> reasoning ` a `, content `\nb`). "trail": kept, except
         at the end of the reasoning (vLLM's engine parsers strip trailing reasoning whitespace).
+        "rstrip": Cohere's filter: reasoning is stripped at both ends, every other piece of text
+        loses the whitespace before a marker and at the end of the output, and keeps its leading
+        whitespace (`<|END_THINKING|>\n<|START_RESPONSE|> Hi \n` -> content ` Hi`).
+    drop: markers removed wherever they appear, thinking on or off (MiniCPM-V's reserved
+        tokens and `<|im_end|>`).
+    prefill_switch: chat_template_kwargs -> the template opened thinking in the prompt, for a
+        format that is not `prefilled` otherwise (minimax_m3's `thinking_mode: enabled`).
+    leading_drop: markers dropped at the very start of the answer only; later they are text
+        (minimax_m3's `</mm:think>` closing an empty prefilled block).
+    text_filter: a factory of streaming filters (`parsers/text_filters.py`) run over the
+        reasoning text and, separately, the content text (MiniCPM-V's escaped newlines).
+    after_end_strip: characters stripped from the start of the answer after an end marker
+        (granite_thinking: its newlines, `</think>\n\n  Hi` -> `  Hi`).
     partial_marker_drop: at the end of the output, a trailing prefix of a marker at least this
         long is dropped (a marker cut off by the token limit); 0: kept as text.
     """
@@ -105,6 +118,11 @@ class ReasoningFormat:
     discard: tuple[str, ...] = ()
     whitespace: str = "strip"
     partial_marker_drop: int = 0
+    after_end_strip: str = ""
+    drop: tuple[str, ...] = ()
+    text_filter: Callable[[], Any] | None = None
+    prefill_switch: Switch | None = None
+    leading_drop: tuple[str, ...] = ()
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -112,8 +130,9 @@ class ReasoningFormat:
             raise ValueError(f"reasoning format {self.name!r} has no start or end marker")
         if len(self.patterns) != len(self.pattern_roles):
             raise ValueError(f"reasoning format {self.name!r}: one role per pattern marker")
-        if self.whitespace not in ("strip", "keep", "trail"):
-            raise ValueError(f"whitespace {self.whitespace!r} is not 'strip', 'keep' or 'trail'")
+        if self.whitespace not in ("strip", "keep", "trail", "rstrip"):
+            raise ValueError(f"whitespace {self.whitespace!r} is not 'strip', 'keep', 'trail' "
+                             "or 'rstrip'")
         for role in self.pattern_roles:
             if role not in ("start", "end"):
                 raise ValueError(f"pattern role {role!r} is not 'start' or 'end'")
@@ -123,7 +142,9 @@ class ReasoningFormat:
         return self.switch is None or self.switch(chat_template_kwargs or {})
 
     def starts_in_reasoning(self, chat_template_kwargs: Mapping[str, Any] | None = None) -> bool:
-        return self.prefilled and self.thinking_enabled(chat_template_kwargs)
+        prefilled = self.prefilled or (self.prefill_switch is not None
+                                       and self.prefill_switch(chat_template_kwargs or {}))
+        return prefilled and self.thinking_enabled(chat_template_kwargs)
 
     @property
     def reopens(self) -> bool:

@@ -18,7 +18,8 @@ _HARMONY_DROP = (
 
 register_reasoning_parser("openai_gptoss")(ReasoningFormat(
     name="openai_gptoss", start=("<|channel|>analysis<|message|>",), end=("<|end|>",),
-    prefilled=False, content_drop=_HARMONY_DROP,
+    prefilled=False, content_drop=_HARMONY_DROP, whitespace="keep",
+    partial_marker_drop=3,  # a header cut off at the end (`<|channel|>fin`) is not text
     description="gpt-oss Harmony: analysis channel is reasoning, final channel content"))
 
 _ST = ("", "<|start|>assistant ", "<|start|>assistant")
@@ -43,6 +44,7 @@ def _muse(name: str, bare_is_reasoning: bool) -> ReasoningFormat:
         name=name, start=(*_headers("self"), *(bare if bare_is_reasoning else ())),
         end=_MUSE_ENDS, content_drop=_MUSE_ENDS + (() if bare_is_reasoning else bare),
         discard=_headers("developer"), prefilled=False, reopen=True, whitespace="keep",
+        partial_marker_drop=3,  # a header cut off at the end (`<|start|>assi`) is not text
         patterns=_TOOL_CHANNEL, pattern_roles=("end",) * len(_TOOL_CHANNEL),
         description="Muse Spark: channel messages; `to=self` (and a bare `<|message|>`) is "
                     "reasoning, `to=user`/`to=commentary` content, `to=developer` dropped, "

@@ -21,8 +21,12 @@ def tagged(name: str, start: tuple[str, ...], end: tuple[str, ...], **kw: object
         ReasoningFormat(name=name, start=start, end=end, prefilled=False, **kw))
 
 
-tagged("hunyuan_a13b", ("<think>",), ("</think>",),
-       content_drop=("</think>", "<answer>", "</answer>"),
+# vLLM reads the template's exact layout, `<think>\n..\n</think>\n<answer>\n..\n</answer>`: one
+# newline beside each tag belongs to the tag, every other character is kept. (The bare tags come
+# first: they are the canonical spellings the engine takes token ids from.)
+tagged("hunyuan_a13b", ("<think>", "<think>\n"), ("</think>", "\n</think>\n", "\n</think>"),
+       content_drop=("\n</think>\n", "</think>", "<answer>\n", "<answer>", "\n</answer>",
+                     "</answer>"), whitespace="keep",
        description="Hunyuan-A13B: `<think>..</think>` then `<answer>..</answer>`")
 # Tags may carry a `:suffix` (`<think:high>`), matched as pattern markers.
 _HY_TAGS = (tag_marker("think"), tag_marker("think", closing=True))
@@ -33,28 +37,43 @@ register_reasoning_parser("hy_v3")(ReasoningFormat(
     patterns=_HY_TAGS, pattern_roles=("start", "end"), switch=effort_given_switch(),
     implicit_end=("<tool_calls>",), whitespace="keep", content_drop=("</think>",),
     description="Hunyuan 3: `<think>` tags (optional `:type` suffixes), on with reasoning_effort"))
-tagged("hy_v4", ("<think>",), ("</think>",), patterns=_HY_TAGS, pattern_roles=("start", "end"),
-       switch=effort_switch(("none", "no_think")), implicit_end=("<tool_calls>",),
-       description="Hunyuan 4: `<think>` tags with optional `:type` suffixes")
+# Hunyuan 4's template opens `<think>` in the prompt unless reasoning_effort is `no_think`.
+register_reasoning_parser("hy_v4")(ReasoningFormat(
+    name="hy_v4", start=("<think>",), end=("</think>",), prefilled=True, reopen=True,
+    whitespace="keep", patterns=_HY_TAGS, pattern_roles=("start", "end"),
+    switch=effort_switch(("no_think",)), implicit_end=("<tool_calls>",),
+    content_drop=("</think>",),
+    description="Hunyuan 4: `<think>` tags with optional `:type` suffixes"))
 tagged("granite", ("Here's my thought process:", "Here is my thought process:"),
-       ("Here's my response:", "Here is my response:"),
+       ("Here's my response:", "Here is my response:"), whitespace="keep",
        description="Granite 3.2: phrase markers, not tokens")
 tagged("gemma4", ("<|channel>",), ("<channel|>",), reasoning_head=("thought",), whitespace="trail",
        implicit_end=("<|tool_call>",),
        description="Gemma 4: `<|channel>thought\\n..<channel|>`; `thought` is dropped")
-tagged("mistral", ("[THINK]", "<think>"), ("[/THINK]", "</think>"),
+tagged("mistral", ("[THINK]", "<think>"), ("[/THINK]", "</think>"), whitespace="trail",
        implicit_end=("[TOOL_CALLS]",),
        description="Mistral/Magistral: `[THINK]` special tokens (v13+) or `<think>` text (v11)")
-for _cohere in ("cohere_command3", "cohere_command4"):
-    tagged(_cohere, ("<|START_THINKING|>",), ("<|END_THINKING|>",),
-           content_drop=("<|END_THINKING|>", "<|START_RESPONSE|>", "<|END_RESPONSE|>"),
-           implicit_end=("<|START_ACTION|>",),
-           description="Cohere Command A/R: answer inside `<|START_RESPONSE|>`")
-tagged("kimi_k3", ("<|open|>think<|sep|>",), ("<|close|>think<|sep|>",),
-       content_drop=("<|close|>think<|sep|>", "<|open|>response<|sep|>",
-                     "<|close|>response<|sep|>"),
-       implicit_end=("<|open|>tools<|sep|>",), whitespace="keep",
-       description="Kimi K3: XTML `think` and `response` elements")
+# vLLM runs Cohere's own filter (cohere_melody): see whitespace "rstrip". Command 4 starts in
+# thinking and also unwraps `<|START_TEXT|>`; Command 3 starts as the answer.
+_COHERE_ANSWER = ("<|START_RESPONSE|>", "<|END_RESPONSE|>")
+tagged("cohere_command3", ("<|START_THINKING|>",), ("<|END_THINKING|>",), whitespace="rstrip",
+       content_drop=("<|END_THINKING|>", *_COHERE_ANSWER),
+       implicit_end=("<|START_ACTION|>", "<|START_RESPONSE|>"),
+       description="Cohere Command A/R: answer inside `<|START_RESPONSE|>`")
+register_reasoning_parser("cohere_command4")(ReasoningFormat(
+    name="cohere_command4", start=("<|START_THINKING|>",), end=("<|END_THINKING|>",),
+    prefilled=True, reopen=True, whitespace="rstrip",
+    implicit_end=("<|START_ACTION|>", "<|START_RESPONSE|>", "<|START_TEXT|>"),
+    content_drop=("<|END_THINKING|>", *_COHERE_ANSWER, "<|START_TEXT|>", "<|END_TEXT|>"),
+    description="Cohere Command A Reasoning: thinking first; answer inside `<|START_TEXT|>`"))
+# Kimi K3's template ends the prompt with `<|open|>think<|sep|>` unless thinking is off
+register_reasoning_parser("kimi_k3")(ReasoningFormat(
+    name="kimi_k3", start=("<|open|>think<|sep|>",), end=("<|close|>think<|sep|>",),
+    prefilled=True, reopen=True, switch=kwarg_switch("thinking", "enable_thinking"),
+    content_drop=("<|close|>think<|sep|>",),
+    drop=("<|open|>response<|sep|>", "<|close|>response<|sep|>"),  # thinking off too
+    implicit_end=("<|open|>tools<|sep|>",), whitespace="keep",
+    description="Kimi K3: XTML `think` and `response` elements"))
 tagged("inkling", ("<|content_thinking|>",), ("<|end_message|>", "<|content_model_end_sampling|>"),
        content_drop=("<|end_message|>", "<|message_model|>", "<|content_text|>",
                      "<|content_model_end_sampling|>", "<|content_invoke_tool_text|>",

@@ -128,7 +128,7 @@ def parser_markers(parser: Parser) -> set[str]:
     r, t = parser.reasoning, parser.tool
     out: set[str] = set()
     if r is not None:
-        out |= {*r.start, *r.end, *r.implicit_end, *r.content_drop}
+        out |= {*r.start, *r.end, *r.implicit_end, *r.content_drop, *r.drop}
     if t is not None:
         out |= set(t.all_special_markers())
     return out
