@@ -93,11 +93,75 @@ def _arguments_dropped(tool: str | None, text: str, mine: Result, theirs: Result
     return True
 
 
+# vLLM's step3 returns an object-typed parameter as the JSON text the model wrote; gemma4 turns
+# every number, boolean and null inside a nested value into a string. Ours keep the types.
+STRINGIFIES_VALUES = {"step3", "gemma4"}
+
+
+def _as_strings(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _as_strings(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_as_strings(x) for x in v]
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def _stringified(v: Any, w: Any) -> bool:
+    """``w`` is ``v`` with its non-string leaves as strings, or ``v``'s JSON text."""
+    if _as_strings(v) == w:
+        return True
+    try:
+        return isinstance(w, str) and json.loads(w) == v
+    except ValueError:
+        return False
+
+
+def _values_stringified(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
+    """Each of vLLM's calls is ours with some non-string values written as strings."""
+    if tool not in STRINGIFIES_VALUES or mine[0] != theirs[0] or mine[1] != theirs[1] \
+            or len(mine[2]) != len(theirs[2]) or mine[2] == theirs[2]:
+        return False
+    for (name_a, args_a), (name_b, args_b) in zip(mine[2], theirs[2]):
+        a, b = json.loads(args_a), json.loads(args_b)
+        if name_a != name_b or not isinstance(a, dict) or not isinstance(b, dict) \
+                or a.keys() != b.keys():
+            return False
+        for k, v in a.items():
+            w = b[k]
+            if v != w and (isinstance(v, str) or not _stringified(v, w)):
+                return False
+    return True
+
+
 RULES = {"text after the calls": _text_after_calls,
          "text before the calls": _text_before_calls,
          "arguments not a JSON object in vLLM": _arguments_not_an_object,
          "a `]` in a phi4_mini_json argument": _bracket_in_phi4_argument,
-         "functiongemma arguments vLLM drops": _arguments_dropped}
+         "functiongemma arguments vLLM drops": _arguments_dropped,
+         "typed values vLLM returns as strings": _values_stringified}
+
+
+def _calls_vllm_drops(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
+    """vLLM's calls are the first of ours, the rest equal: the last calls (cut off, or an end
+    marker misspelled) are neither calls nor text in vLLM. Checked where both modes agree."""
+    return mine[0] == theirs[0] and mine[1] == theirs[1] \
+        and len(theirs[2]) < len(mine[2]) and mine[2][:len(theirs[2])] == theirs[2]
+
+
+def _calls_vllm_returns_as_text(tool: str | None, text: str, mine: Result,
+                                theirs: Result) -> bool:
+    """vLLM's calls are the first of ours, and its content runs to the end of the output: the
+    calls it could not read (one cut off or malformed) are text in vLLM, calls in ours."""
+    if mine[0] != theirs[0] or len(theirs[2]) >= len(mine[2]) \
+            or mine[2][:len(theirs[2])] != theirs[2]:
+        return False
+    a, b = (mine[1] or "").strip(), (theirs[1] or "").strip()
+    return len(b) > len(a) and b.startswith(a) and text.rstrip().endswith(b[-12:])
+
+
+# Checked only where vLLM's streamed and non-streamed results agree (both modes lose the call).
+BOTH_MODES_RULES = {"calls vLLM drops in both modes": _calls_vllm_drops,
+                    "calls vLLM returns as text in both modes": _calls_vllm_returns_as_text}
 
 
 def listed_difference(tool: str | None, reasoning: str | None, text: str, mine: Result,
@@ -107,8 +171,12 @@ def listed_difference(tool: str | None, reasoning: str | None, text: str, mine: 
     for label, rule in RULES.items():
         if rule(tool, text, mine, theirs):
             return label
+    for label, rule in BOTH_MODES_RULES.items():
+        if stream == theirs and rule(tool, text, mine, theirs):
+            return label
     if stream is not None and (stream == mine or _arguments_not_an_object(tool, text, mine,
-                                                                          stream)):
+                                                                          stream)
+                               or _values_stringified(tool, text, mine, stream)):
         # vLLM's two modes differ (a call cut off: its stream has sent the call, its
         # non-streamed parse returns the text); ours is the stream's, arguments closed
         return "vLLM's stream gives ours"

@@ -228,6 +228,7 @@ def vllm_parse(tool: str | None, reasoning: str | None, text: str, ckw: dict,
 
         enc = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
         ids = enc.encode(text, allowed_special="all")
+        tok.decode = lambda i, **_: enc.decode(list(i))  # what gpt-oss's tokenizer decodes
     cls = ParserManager.get_parser(tool_parser_name=tool, reasoning_parser_name=reasoning,
                                    enable_auto_tools=tool is not None, is_harmony=harmony)
     request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}],
@@ -238,20 +239,22 @@ def vllm_parse(tool: str | None, reasoning: str | None, text: str, ckw: dict,
     except TypeError:
         parser = cls(tok)
     if stream:
-        return norm(*_vllm_stream(parser, request, tok, text))
+        return norm(*_vllm_stream(parser, request, tok, text, ids))
     r, c, calls = parser.parse(text, request, enable_auto_tools=tool is not None,
                                model_output_token_ids=ids)
     return norm(r, c, calls)
 
 
-def _vllm_stream(parser: Any, request: Any, tok: CharTokenizer, text: str) -> tuple:
-    pieces = tok.tokenize(text)
+def _vllm_stream(parser: Any, request: Any, tok: CharTokenizer, text: str,
+                 ids: list[int]) -> tuple:
+    pieces = [tok.decode([i]) for i in ids] if ids else tok.tokenize(text)
     if hasattr(parser, "adjust_request"):
         request = parser.adjust_request(request)
     reasoning, content = [], []
     calls: dict[int, dict[str, str]] = {}
     for i, piece in enumerate(pieces):
-        d = parser.parse_delta(piece, tok.encode(piece), request, prompt_token_ids=[],
+        d = parser.parse_delta(piece, [ids[i]] if ids else tok.encode(piece), request,
+                               prompt_token_ids=[],
                                finished=i == len(pieces) - 1)
         if d is None:
             continue

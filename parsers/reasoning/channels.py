@@ -18,7 +18,7 @@ _HARMONY_DROP = (
 
 register_reasoning_parser("openai_gptoss")(ReasoningFormat(
     name="openai_gptoss", start=("<|channel|>analysis<|message|>",), end=("<|end|>",),
-    prefilled=False, content_drop=_HARMONY_DROP,
+    prefilled=False, content_drop=_HARMONY_DROP, whitespace="keep",
     description="gpt-oss Harmony: analysis channel is reasoning, final channel content"))
 
 _ST = ("", "<|start|>assistant ", "<|start|>assistant")

@@ -20,7 +20,7 @@ SPECS = [
     ToolSpec("hermes", (_TC,), "Hermes 2/3, Qwen2.5, QwQ", keep_ws=True),
     ToolSpec("qwen3_json", (_TC,), "Qwen2.5 / QwQ / Qwen3 (JSON tool calls)", keep_ws=True),
     ToolSpec("granite4", (_TC,), "IBM Granite 4", keep_ws=True, verbatim=True),
-    ToolSpec("ernie45", (_TC,), "Baidu ERNIE 4.5"),
+    ToolSpec("ernie45", (_TC,), "Baidu ERNIE 4.5", keep_ws=True),
     ToolSpec("longcat", (Region(("<longcat_tool_call>",), "json_call",
                                end=("</longcat_tool_call>",)),), "Meituan LongCat-Flash",
              keep_ws=True),
@@ -54,7 +54,8 @@ SPECS = [
     ToolSpec("phi4_mini_json", (Region(("functools",), "json_list"),), "Phi-4-mini",
              ends_reasoning=False),  # "functools" is a word a model may think about
     ToolSpec("apertus", (Region(("<|tools_prefix|>",), "json_list", end=("<|tools_suffix|>",),
-                                single_key=True),), "Swiss AI Apertus"),
+                                single_key=True),), "Swiss AI Apertus", keep_ws=True,
+             verbatim=True),
     ToolSpec("cohere_command3", (_COHERE,), "Cohere Command R / R+", content_drop=_COHERE_DROP),
     ToolSpec("cohere_command4", (_COHERE,), "Cohere Command A", content_drop=_COHERE_DROP),
     ToolSpec("xlam", (
@@ -107,5 +108,5 @@ SPECS = [
         end=("<|call|>",),
         header=Header(name_end=(" ", "<|constrain|>", "<|message|>"), skip_to="<|message|>",
                       render="{name} <|constrain|>json", render_end="")),), "OpenAI gpt-oss (Harmony)",
-        extra_markers=("<|message|>", "<|constrain|>"), keep_ws=True),
+        extra_markers=("<|message|>", "<|constrain|>"), keep_ws=True, verbatim=True),
 ]
