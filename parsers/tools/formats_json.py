@@ -8,7 +8,8 @@ _TC = Region(("<tool_call>",), "json_call", end=("</tool_call>",))
 
 # Inkling's other block openers and its end-of-sampling closer: framing, not text
 _INKLING_DROP = ("<|content_model_end_sampling|>", "<|content_invoke_tool_text|>",
-                 "<|content_tool_error|>", "<|message_model|>", "<|content_text|>")
+                 "<|content_tool_error|>", "<|message_model|>", "<|content_text|>",
+                 "<|end_message|>")
 
 # Cohere writes an id in each call; its answer text sits in a response block
 _COHERE = Region(("<|START_ACTION|>",), "json_list", end=("<|END_ACTION|>",),
@@ -56,8 +57,10 @@ SPECS = [
     ToolSpec("apertus", (Region(("<|tools_prefix|>",), "json_list", end=("<|tools_suffix|>",),
                                 single_key=True),), "Swiss AI Apertus", keep_ws=True,
              verbatim=True),
-    ToolSpec("cohere_command3", (_COHERE,), "Cohere Command R / R+", content_drop=_COHERE_DROP),
-    ToolSpec("cohere_command4", (_COHERE,), "Cohere Command A", content_drop=_COHERE_DROP),
+    ToolSpec("cohere_command3", (_COHERE,), "Cohere Command R / R+", content_drop=_COHERE_DROP,
+             verbatim=True),
+    ToolSpec("cohere_command4", (_COHERE,), "Cohere Command A", content_drop=_COHERE_DROP,
+             verbatim=True),
     ToolSpec("xlam", (
         Region(("```json",), "json_list", end=("```",)),
         Region(("[TOOL_CALLS]",), "json_list"),
