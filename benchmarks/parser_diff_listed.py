@@ -209,8 +209,8 @@ def _malformed_block_vllm_drops(tool: str | None, text: str, mine: Result,
                                 theirs: Result) -> bool:
     """The calls are equal, and vLLM's content is ours less a tail: a block whose markers are
     misspelled, which ours leaves as text (and what follows it), vLLM drops."""
-    if mine[0] != theirs[0] or mine[2] != theirs[2]:
-        return False
+    if tool is None or mine[0] != theirs[0] or mine[2] != theirs[2]:
+        return False  # a tool format's block: not a rule for the reasoning names
     a, b = (mine[1] or "").strip(), (theirs[1] or "").strip()
     return len(a) > len(b) and a.startswith(b) and a[len(b):].strip() in text
 
