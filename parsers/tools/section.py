@@ -253,7 +253,8 @@ class RegionReader:
         else:
             self.name, self.call_id = text.strip("\"'").strip(), None
         nameless = not self.name and self.r.nameless_calls and marker == h.skip_to
-        if (not self.name and not nameless) or len(self.name) > MAX_HEADER:
+        if (not self.name and not nameless) or len(self.name) > MAX_HEADER or "<|" in self.name:
+            # a marker inside the name (`<|plamo:begin_tool_nae:plamo|>write`): the format broke
             return self._give_back(self.buf)
         if self.r.collapse_doubled:
             self.name = _collapse_doubled(self.name, self.tools)
