@@ -77,7 +77,9 @@ def _bracket_in_phi4_argument(tool: str | None, text: str, mine: Result,
 
 # vLLM's functiongemma parser reads only `<escape>`-quoted values: a number, boolean or object
 # argument is dropped from the call
-DROPS_UNQUOTED_ARGS = {"functiongemma"}
+# (README: "functiongemma number, boolean or object arguments"); minicpm5 drops a parameter
+# its schema does not name (README: "minicpm5 parameter the schema does not name")
+DROPS_UNQUOTED_ARGS = {"functiongemma", "minicpm5"}
 
 
 def _arguments_dropped(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
@@ -140,11 +142,133 @@ def _thinking_cut_off(reasoning: str, text: str, mine: Result, theirs: Result,
                 and mine[0].strip() in c and not any(m.strip() in text for m in ends))
 
 
+# vLLM's step3 returns an object-typed parameter as the JSON text the model wrote; gemma4 turns
+# every number, boolean and null inside a nested value into a string. Ours keep the types.
+STRINGIFIES_VALUES = {"step3", "gemma4"}
+
+
+def _as_strings(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _as_strings(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_as_strings(x) for x in v]
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def _stringified(v: Any, w: Any) -> bool:
+    """``w`` is ``v`` with its non-string leaves as strings, or ``v``'s JSON text."""
+    if _as_strings(v) == w:
+        return True
+    try:
+        return isinstance(w, str) and json.loads(w) == v
+    except ValueError:
+        return False
+
+
+def _values_stringified(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
+    """Each of vLLM's calls is ours with some non-string values written as strings."""
+    if tool not in STRINGIFIES_VALUES or mine[0] != theirs[0] or mine[1] != theirs[1] \
+            or len(mine[2]) != len(theirs[2]) or mine[2] == theirs[2]:
+        return False
+    for (name_a, args_a), (name_b, args_b) in zip(mine[2], theirs[2]):
+        a, b = json.loads(args_a), json.loads(args_b)
+        if name_a != name_b or not isinstance(a, dict) or not isinstance(b, dict) \
+                or a.keys() != b.keys():
+            return False
+        for k, v in a.items():
+            w = b[k]
+            if v != w and (isinstance(v, str) or not _stringified(v, w)):
+                return False
+    return True
+
+
+def _cut_argument_dropped(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
+    """The output ends inside an argument's value: vLLM's last call lacks that argument (its
+    other arguments and calls equal ours); ours keeps the value as written."""
+    if mine[0] != theirs[0] or mine[1] != theirs[1] or len(mine[2]) != len(theirs[2]) \
+            or not mine[2] or mine[2][:-1] != theirs[2][:-1]:
+        return False
+    (name_a, args_a), (name_b, args_b) = mine[2][-1], theirs[2][-1]
+    a, b = json.loads(args_a), json.loads(args_b)
+    if name_a != name_b or not isinstance(a, dict) or not isinstance(b, dict) or a == b:
+        return False
+    cut = [k for k in a if k not in b]
+    return len(cut) == 1 and all(a[k] == v for k, v in b.items()) and isinstance(a[cut[0]], str) \
+        and a[cut[0]].rstrip()[-8:] in text.rstrip()[-24:]  # a cut end marker may follow
+
+
+def _as_item_objects(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _as_item_objects(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return {"item": [_as_item_objects(x) for x in v]}
+    return v
+
+
+def _item_lists(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
+    """minimax_m3 writes a list as repeated `<item>` elements; where no schema types the value,
+    vLLM reads it as an object `{"item": [...]}`, ours as the list."""
+    if tool != "minimax_m3" or mine[0] != theirs[0] or mine[1] != theirs[1] \
+            or len(mine[2]) != len(theirs[2]) or mine[2] == theirs[2]:
+        return False
+    return all(name_a == name_b and _as_item_objects(json.loads(args_a)) == json.loads(args_b)
+               for (name_a, args_a), (name_b, args_b) in zip(mine[2], theirs[2]))
+
+
+def _nameless_call(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
+    """vLLM returns a call named "" (the output cut off inside the name); ours has no such
+    call and keeps that text as content."""
+    named = [c for c in theirs[2] if c[0]]
+    return mine[0] == theirs[0] and len(named) < len(theirs[2]) and mine[2] == named \
+        and bool(mine[1]) and text.rstrip().endswith(mine[1].rstrip()[-12:])
+
+
 RULES = {"text after the calls": _text_after_calls,
          "text before the calls": _text_before_calls,
          "arguments not a JSON object in vLLM": _arguments_not_an_object,
          "a `]` in a phi4_mini_json argument": _bracket_in_phi4_argument,
-         "functiongemma arguments vLLM drops": _arguments_dropped}
+         "arguments vLLM drops (functiongemma, minicpm5)": _arguments_dropped,
+         "typed values vLLM returns as strings": _values_stringified,
+         "the argument a call is cut off in, vLLM drops": _cut_argument_dropped,
+         "minimax_m3 `<item>` lists vLLM reads as objects": _item_lists,
+         "a call vLLM returns with no name": _nameless_call}
+
+
+def _calls_vllm_drops(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
+    """vLLM's calls are the first of ours, the rest equal: the last calls (cut off, or an end
+    marker misspelled) are neither calls nor text in vLLM. Checked where both modes agree."""
+    return mine[0] == theirs[0] and mine[1] == theirs[1] \
+        and len(theirs[2]) < len(mine[2]) and mine[2][:len(theirs[2])] == theirs[2]
+
+
+def _calls_vllm_returns_as_text(tool: str | None, text: str, mine: Result,
+                                theirs: Result) -> bool:
+    """vLLM's calls are the first of ours, and its content runs to the end of the output: the
+    calls it could not read (one cut off or malformed) are text in vLLM, calls in ours."""
+    if mine[0] != theirs[0] or len(theirs[2]) >= len(mine[2]) \
+            or mine[2][:len(theirs[2])] != theirs[2]:
+        return False
+    a, b = (mine[1] or "").strip(), (theirs[1] or "").strip()
+    return len(b) > len(a) and b.startswith(a) and text.rstrip().endswith(b[-12:])
+
+
+def _malformed_block_vllm_drops(tool: str | None, text: str, mine: Result,
+                                theirs: Result) -> bool:
+    """The calls are equal, and vLLM's content is ours less a tail: a block whose markers are
+    misspelled, which ours leaves as text (and what follows it), vLLM drops."""
+    if tool is None or mine[0] != theirs[0] or mine[2] != theirs[2]:
+        return False  # a tool format's block: not a rule for the reasoning names
+    a, b = (mine[1] or "").strip(), (theirs[1] or "").strip()
+    return len(a) > len(b) and a.startswith(b) and a[len(b):].strip() in text
+
+
+# Checked only where vLLM's streamed and non-streamed results agree (both modes lose the call),
+# or where its stream sends nothing at all.
+BOTH_MODES_RULES = {"calls vLLM drops in both modes": _calls_vllm_drops,
+                    "calls vLLM returns as text in both modes": _calls_vllm_returns_as_text,
+                    "a malformed block vLLM drops": _malformed_block_vllm_drops}
+
+
 # Rules for reasoning-only runs that need the format's markers (end markers, all markers).
 MARKER_RULES = {"Muse/gpt-oss output cut inside a message header": _header_cut_off,
                 "muse_glimmer reasoning left without `<|eom|>`": _muse_header_in_reasoning,
@@ -161,8 +285,20 @@ def listed_difference(tool: str | None, reasoning: str | None, text: str, mine: 
     for label, rule in RULES.items():
         if rule(tool, text, mine, theirs):
             return label
+    if tool in DROPS_UNQUOTED_ARGS and _arguments_dropped(tool, text, mine,
+                                                        (theirs[0], mine[1], theirs[2])):
+        # two listed differences at once: vLLM's calls lack the unquoted arguments, and its
+        # content is one the content rules list
+        both = listed_difference(tool, reasoning, text, mine, (theirs[0], theirs[1], mine[2]))
+        if both is not None:
+            return both + " + arguments vLLM drops (functiongemma, minicpm5)"
+    lost = stream is not None and not stream[1] and not stream[2]  # the stream sent nothing
+    for label, rule in BOTH_MODES_RULES.items():
+        if (stream == theirs or lost) and rule(tool, text, mine, theirs):
+            return label
     if stream is not None and (stream == mine or _arguments_not_an_object(tool, text, mine,
-                                                                          stream)):
+                                                                          stream)
+                               or _values_stringified(tool, text, mine, stream)):
         # vLLM's two modes differ (a call cut off: its stream has sent the call, its
         # non-streamed parse returns the text); ours is the stream's, arguments closed
         return "vLLM's stream gives ours"

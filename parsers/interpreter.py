@@ -288,7 +288,8 @@ class StreamParser:
         if role == "drop":
             # The text either side joins up: `a</think> b` -> `a b`, one run of whitespace kept.
             # At the start of a segment it is an opening (`<think>\n..`): strip like a boundary.
-            if not self._p._keep_rws:
+            after_call = self._p._verbatim and self._seg_empty and not self._strip_lead
+            if not self._p._keep_rws and not after_call:  # verbatim: text after a call as written
                 self._strip_lead = self._strip_lead or bool(self._pending_ws) or self._seg_empty
             return end
         keep = self._p._keep_rws and role in ("end", "implicit", "start", "discard")

@@ -8,7 +8,8 @@ _TC = Region(("<tool_call>",), "json_call", end=("</tool_call>",))
 
 # Inkling's other block openers and its end-of-sampling closer: framing, not text
 _INKLING_DROP = ("<|content_model_end_sampling|>", "<|content_invoke_tool_text|>",
-                 "<|content_tool_error|>", "<|message_model|>", "<|content_text|>")
+                 "<|content_tool_error|>", "<|message_model|>", "<|content_text|>",
+                 "<|end_message|>")
 
 # Cohere writes an id in each call; its answer text sits in a response block
 _COHERE = Region(("<|START_ACTION|>",), "json_list", end=("<|END_ACTION|>",),
@@ -54,9 +55,12 @@ SPECS = [
     ToolSpec("phi4_mini_json", (Region(("functools",), "json_list"),), "Phi-4-mini",
              ends_reasoning=False),  # "functools" is a word a model may think about
     ToolSpec("apertus", (Region(("<|tools_prefix|>",), "json_list", end=("<|tools_suffix|>",),
-                                single_key=True),), "Swiss AI Apertus"),
-    ToolSpec("cohere_command3", (_COHERE,), "Cohere Command R / R+", content_drop=_COHERE_DROP),
-    ToolSpec("cohere_command4", (_COHERE,), "Cohere Command A", content_drop=_COHERE_DROP),
+                                single_key=True),), "Swiss AI Apertus", keep_ws=True,
+             verbatim=True),
+    ToolSpec("cohere_command3", (_COHERE,), "Cohere Command R / R+", content_drop=_COHERE_DROP,
+             verbatim=True),
+    ToolSpec("cohere_command4", (_COHERE,), "Cohere Command A", content_drop=_COHERE_DROP,
+             verbatim=True),
     ToolSpec("xlam", (
         Region(("```json",), "json_list", end=("```",)),
         Region(("[TOOL_CALLS]",), "json_list"),
@@ -107,5 +111,5 @@ SPECS = [
         end=("<|call|>",),
         header=Header(name_end=(" ", "<|constrain|>", "<|message|>"), skip_to="<|message|>",
                       render="{name} <|constrain|>json", render_end="")),), "OpenAI gpt-oss (Harmony)",
-        extra_markers=("<|message|>", "<|constrain|>"), keep_ws=True),
+        extra_markers=("<|message|>", "<|constrain|>"), keep_ws=True, verbatim=True),
 ]

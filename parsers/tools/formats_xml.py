@@ -99,7 +99,7 @@ SPECS = [
         call_end=("<｜tool_call_end｜>",), header=_QFN,
         params=ParamSyntax("<steptml:parameter name=", ">", "</steptml:parameter>",
                            trim_newline=False),
-        call_close="</steptml:invoke>", render_args="xml"),), "StepFun Step-3"),
+        call_close="</steptml:invoke>", render_args="xml"),), "StepFun Step-3", keep_ws=True),
     # the tokenizer may spell the space as "\u0120" or drop it ("<functionname=")
     ToolSpec("minicpm5", (Region(
         ("<function name=", "<function\u0120name=", "<functionname="), "xml", header=_QFN,

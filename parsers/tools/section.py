@@ -116,6 +116,15 @@ class RegionReader:
             # `[TOOL_CALLS]name` and the output ends: a call with no arguments (as vLLM reads it)
             self.raw = None
             return [CallStart(name, None), ArgsDelta("{}"), CallEnd()]
+        h = self.r.header
+        if self.state == "header" and h is not None and h.id_is_header and self.buf \
+                and any(m.startswith(self.buf) for m in h.name_end) \
+                and _KIMI_ID.search(self.header):
+            # `functions.ping:0<|tool_call_argument_b` and the output ends: the id is whole, the
+            # marker after it cut off: a call with no arguments (as vLLM's Kimi K2 reads it)
+            text = self.header.strip()
+            self.raw = None
+            return [CallStart(_kimi_name(text), text), ArgsDelta("{}"), CallEnd()]
         if self.state == "body" and self.body is not None:
             events += self._track(self.body.finish())
             if self.body.failed or (self.raw is not None and not self.body.started):
@@ -244,7 +253,8 @@ class RegionReader:
         else:
             self.name, self.call_id = text.strip("\"'").strip(), None
         nameless = not self.name and self.r.nameless_calls and marker == h.skip_to
-        if (not self.name and not nameless) or len(self.name) > MAX_HEADER:
+        if (not self.name and not nameless) or len(self.name) > MAX_HEADER or "<|" in self.name:
+            # a marker inside the name (`<|plamo:begin_tool_nae:plamo|>write`): the format broke
             return self._give_back(self.buf)
         if self.r.collapse_doubled:
             self.name = _collapse_doubled(self.name, self.tools)
