@@ -86,6 +86,10 @@ class ResponseEvents:
                 events += self._call(call)
         if not deltas:
             self._carried = self._pending or []
+        elif self._pending and not any(d.get("content") or d.get("tool_calls") for d in deltas):
+            # it wrote thinking only: its last whitespace tokens may be the answer's first text,
+            # which the parser still holds (`</think>` then `\n\n`, in one engine output)
+            self._carried = _whitespace_tail(self._pending)
         self._pending = None
         return events
 
@@ -208,3 +212,11 @@ class ResponseEvents:
         self.response["output"].append(item)
         self._open, self._text, self._call_index, self._logprobs = None, [], None, []
         return events
+
+
+def _whitespace_tail(logprobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The logprobs of the whitespace-only tokens at the end of `logprobs`."""
+    cut = len(logprobs)
+    while cut and not str(logprobs[cut - 1].get("token", "")).strip():
+        cut -= 1
+    return logprobs[cut:]

@@ -100,6 +100,19 @@ def test_logprobs_follow_the_output_text() -> None:
         tokens[1:])
 
 
+def test_whitespace_held_after_thinking_keeps_its_logprobs() -> None:
+    """One engine output ends the thinking and writes the answer's first newlines, which the
+    parser holds (vLLM keeps them): their logprobs go with the answer's first text."""
+    ev = ResponseEvents({"id": "resp_1"})
+    tokens = (".", "</think>", "\n", "\n", "Hello", "!")
+    lp = [{"token": t, "logprob": -0.5, "top_logprobs": []} for t in tokens]
+    ev.feed([{"reasoning": "."}], lp[:4])  # the "\n" tokens: held as the answer's start
+    events = ev.feed([{"content": "\n\nHello"}], lp[4:5]) + ev.feed([{"content": "!"}], lp[5:])
+    deltas = [e for e in events if e["type"] == "response.output_text.delta"]
+    assert [[x["token"] for x in e["logprobs"]] for e in deltas] == [["\n", "\n", "Hello"],
+                                                                      ["!"]]
+
+
 def test_items_fold_into_assistant_turns() -> None:
     items = [
         {"role": "developer", "content": "Be brief."},
