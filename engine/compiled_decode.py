@@ -8,11 +8,11 @@ loops and calls one Python wrapper per step; on the demo model that halves the f
 
 Scope, like vLLM's compile-before-serving rule: only plain decode steps (one new token per
 row) of a native model on CPU with TORCH_SDPA attention, contiguous or paged layout; prefill,
-jump-forward steps, the paged kernels and CUDA (which has CUDA graphs) stay eager. Every graph the decode step needs is
-compiled by `warm_up` before the engine takes requests: batch 1 and batch > 1 (PyTorch
-specializes size 1), each with and without a ragged-row mask, with the batch size, the key
-count and the first row marked dynamic, so no request triggers a compile later.
-`enforce_eager=True` (vLLM's flag: no torch.compile, no CUDA graphs) turns it off. Where
+jump-forward steps, the paged kernels and CUDA (which has CUDA graphs) stay eager. Every graph
+the decode step needs is compiled by `warm_up` before the engine takes requests: batch 1 and
+batch > 1 (PyTorch specializes size 1), batch > 1 also with a ragged-row mask, with the batch
+size, the key count, the first row and the block-table width symbolic, so no request triggers
+a compile later. `enforce_eager=True` (vLLM's flag: no torch.compile, no CUDA graphs) turns it off. Where
 compiling fails (no C++ compiler, an unsupported op), the engine logs why and stays eager.
 """
 
@@ -42,7 +42,6 @@ class CompiledDecode:
     """`forward(input_ids, positions, meta, kv_layers)` of the model, compiled; `warm_up` first."""
 
     def __init__(self, model: torch.nn.Module) -> None:
-        self.model = model
         self.compiled: Any = torch.compile(model.forward, dynamic=True, fullgraph=True)
         self.ready = False
         self.compile_seconds = 0.0
@@ -66,10 +65,8 @@ class CompiledDecode:
                 for index, (batch, keys, first) in enumerate(_WARM_SHAPES):
                     if paged:  # 2 or 3 blocks of keys; tables one block wider, as the runner pads
                         keys, first = (1 + index % 2) * block_size + 1, 0
-                    if first + batch > max_batch or (ragged and batch == 1):
+                    if first + batch > max_batch or keys >= max_keys or (ragged and batch == 1):
                         continue  # one row is never ragged
-                    if keys >= max_keys:
-                        continue
                     lens = [keys] * batch
                     if ragged:
                         lens[0] = keys - 1  # rows of unequal length: the masked graph

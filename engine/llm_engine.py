@@ -175,9 +175,6 @@ class LLMEngine:
             isinstance(self.kv_cache, KVCache), arch is not None and not runner.full_sequence,
             self.config.block_size, arch.head_dim if arch else 0)
         runner.paged_kernels = paged
-        self._compile_pending = (
-            self.device.type == "cpu" and not self.config.enforce_eager and arch is not None
-            and not runner.full_sequence and not paged and compiler_available())
         if graphs:
             runner.graphs = DecodeGraphs(
                 runner.model, self.kv_cache.layers, capture_sizes(self.max_num_seqs),
@@ -185,13 +182,14 @@ class LLMEngine:
                 self.kv_cache.scratch_block, self.device, capture=True)
 
     def compile_decode_step(self) -> None:
-        """Compile the CPU decode step (compiled_decode.py) where it applies; once. Compiled
+        """Compile the CPU decode step (compiled_decode.py) where it applies. Compiled
         code is specialized to torch's thread count: set it before this (the engine core
         does; `__init__` calls this unless told `compile_now=False`)."""
-        if not self._compile_pending:
-            return
-        self._compile_pending = False
         runner = self.runner
+        if (runner.compiled_decode is not None or self.device.type != "cpu"
+                or self.config.enforce_eager or self.loaded.arch is None
+                or runner.full_sequence or runner.paged_kernels or not compiler_available()):
+            return
         compiled = CompiledDecode(runner.model)
         if compiled.warm_up(self.kv_cache.layers, runner.block_size, runner.scratch_block,
                             self.max_num_seqs, self.max_model_len, not runner.contiguous):
