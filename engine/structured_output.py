@@ -44,6 +44,10 @@ class GateInputs:
     banned_rows: list[int] = field(default_factory=list)  # rows that may not sample banned_ids
     banned_ids: list[int] = field(default_factory=list)
 
+    def is_empty(self) -> bool:
+        """Nothing for the sampler to apply: no mask, no reasoning gate, no banned ids."""
+        return self.bitmask is None and self.reasoning is None and not self.banned_rows
+
 
 class StructuredOutputHook:
     """The default: no grammar backend, so a request asking for structured output is rejected."""
