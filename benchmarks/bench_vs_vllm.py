@@ -9,8 +9,9 @@ median output tokens/s over its repeats. Groups (`--only` picks some):
   requests per level, temperature 0 and 1, concurrency 1/8/32 (`bench_server.wave`);
 - json: the same server, `response_format` json_schema (`bench_constrained.SCHEMA`, thinking
   off so the grammar holds from the first token), temperature 0, concurrency 1 and 8;
-- offline: `LLM.generate` on 16-token prompts (token ids), 128 tokens, `ignore_eos`, warm,
-  batch 1/8/32, temperature 0 and 1, one `offline_worker.py` process per engine;
+- offline: `LLM.generate` on 16-token prompts (token ids), 128 tokens, `ignore_eos`, warm
+  (each timed call right after an identical untimed one), batch 1/8/32, temperature 0 and 1,
+  one `offline_worker.py` process per engine;
 - smollm2: SmolLM2-135M-Instruct (bf16 folder built by `make_smollm2.py`, cached) on both
   servers, temperature 0, 32 tokens, 16 requests per level, concurrency 1 and 8;
 - prefix: repeated-prefix latency on the demo-model servers (`bench_prefix`): 8 sequential
@@ -228,7 +229,10 @@ def run_offline(model: str, cells: list[Cell], args: argparse.Namespace,
         def runner(name: str) -> Callable[[Cell, bool], dict[str, Any]]:
             def run(cell: Cell, first: bool) -> dict[str, Any]:
                 prompts = make_prompts(vocab, cell.level)
-                out = clients[name].run(prompts, cell.temperature, cell.tokens, warmup=first)
+                # every timed call follows an identical untimed one, on both engines: the
+                # other engine's run in between leaves caches and allocator state cold (both
+                # lost 20-30% in run 4's second and third repeats, which had no warm-up)
+                out = clients[name].run(prompts, cell.temperature, cell.tokens, warmup=True)
                 return {"tok_s": out["tokens"] / out["seconds"],
                         "tokens_per_request": out["tokens"] / cell.level}
             return run
