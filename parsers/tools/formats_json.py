@@ -42,7 +42,7 @@ SPECS = [
                                 args_keys=("args", "arguments", "parameters", "tool_input")),),
              "Inkling", keep_ws=True, verbatim=True, content_drop=_INKLING_DROP),
     ToolSpec("llama3_json", (Region(("<|python_tag|>", "{"), "json_call", sep=";",
-                                    render_sep=";", args_required=True),),
+                                    render_sep=";", args_required=True, hold_args=True),),
              "Llama 3.1 / 3.2 / 3.3 (JSON)"),
     ToolSpec("llama4_json", (Region(("<|python_tag|>", "{"), "json_call", sep=";",
                                     render_sep=";"),), "Llama 4 (JSON)", anchored=("{",)),

@@ -89,13 +89,18 @@ class JsonCallBody(Body):
 
     ``single_key`` reads Apertus' ``{"NAME": {args}}`` instead. ``args_required``: an object
     without an arguments key is not a call (Llama's ``{"name": "x"}`` stays text); the call
-    then starts at the arguments key, not at the name.
+    then starts at the arguments key, not at the name. ``hold_args``: the arguments are held
+    until their value ends and the object is a call only when they are JSON (Llama 3's
+    ``{"parameters": {invalid json}}`` stays text, as in vLLM); the call starts there, whole.
     """
 
     def __init__(self, single_key: bool = False, name_keys: tuple[str, ...] = NAME_KEYS,
-                 args_keys: tuple[str, ...] = ARGS_KEYS, args_required: bool = False) -> None:
+                 args_keys: tuple[str, ...] = ARGS_KEYS, args_required: bool = False,
+                 hold_args: bool = False) -> None:
         self.single_key = single_key
         self.args_required = args_required
+        self.hold_args = hold_args
+        self.invalid = False  # held arguments that are not JSON
         self.name_keys, self.args_keys = name_keys, args_keys
         self.state = "open"  # open, key, colon, value, comma, done
         self.key_buf = ""
@@ -170,6 +175,8 @@ class JsonCallBody(Body):
                 return self._fail(events, text[i:])
             if self.value_scanner.done:
                 events += self._end_value()
+                if self.invalid:
+                    return self._fail(events, text[i:])
                 self.state = "comma"
         return events, None
 
@@ -182,7 +189,8 @@ class JsonCallBody(Body):
             self.role = "name"
         elif not self.single_key and key in self.args_keys and not self.args_done:
             self.role = "args"
-            if self.args_required and self.name is not None and not self.started:
+            if self.args_required and self.name is not None and not self.started \
+                    and not self.hold_args:
                 return self._start()
         elif key in ID_KEYS:
             self.role = "id"
@@ -203,7 +211,7 @@ class JsonCallBody(Body):
                 return []
             if chunk:
                 self.any_args = True
-                if self.started:
+                if self.started and not self.hold_args:
                     return [ArgsDelta(chunk)]
                 self.args_buf.append(chunk)
         return []
@@ -223,10 +231,20 @@ class JsonCallBody(Body):
             self.args_done = True
             if self.args_in_string:
                 return self._string_args()
+            if self.hold_args and not self._held_args_are_json():
+                return []
         if self.name is not None and not self.started and (
                 self.args_done or (role == "name" and not self.args_required)):
             return self._start()
         return []
+
+    def _held_args_are_json(self) -> bool:
+        try:
+            json.loads("".join(self.args_buf))
+        except ValueError:
+            self.invalid = True
+            return False
+        return True
 
     def _string_args(self) -> list[Event]:
         try:

@@ -51,6 +51,8 @@ class Region:
     args_keys: tuple[str, ...] = ("arguments", "parameters", "args", "tool_input")
     id_key: str = ""                   # the renderer writes the call's index under this key
     args_required: bool = False        # a call object must have an arguments key (Llama JSON)
+    hold_args: bool = False            # json_call: arguments held until their value ends, and
+                                       # a call only when they are JSON (Llama 3 JSON)
     list_alt: bool = False             # a JSON list may replace the header+body (pre-v11 Mistral)
     bare_give_back: bool = False       # a region given back as text loses its start marker
                                        # (Mistral's [TOOL_CALLS] is a control token)
