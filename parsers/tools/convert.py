@@ -18,9 +18,21 @@ def tool_parameters(tools: list[dict] | None, name: str) -> dict | None:
 
 
 def property_schema(params: dict | None, key: str) -> dict | None:
+    """``key``'s schema in a tool's parameters; a local ``$ref`` (``#/$defs/Location``) is
+    followed within the parameters schema."""
     if not params:
         return None
     prop = (params.get("properties") or {}).get(key)
+    for _ in range(8):  # a chain of references, not a cycle
+        ref = prop.get("$ref") if isinstance(prop, dict) else None
+        if not isinstance(ref, str) or not ref.startswith("#/"):
+            break
+        target: Any = params
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, dict) else None
+        if not isinstance(target, dict):
+            break
+        prop = target
     return prop if isinstance(prop, dict) else None
 
 

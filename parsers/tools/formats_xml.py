@@ -24,10 +24,10 @@ def _qwen(trim: bool = True) -> tuple[Region, ...]:
     )
 
 
-def _invoke(begin: str, end: str, call_begin: str, param: ParamSyntax, call_close: str
-            ) -> tuple[Region, ...]:
+def _invoke(begin: str, end: str, call_begin: str, param: ParamSyntax, call_close: str,
+            **extra: bool) -> tuple[Region, ...]:
     return (Region((begin,), "xml", end=(end,), call_begin=(call_begin,), header=_QFN,
-                   params=param, call_close=call_close, render_args="xml"),)
+                   params=param, call_close=call_close, render_args="xml", **extra),)
 
 
 def _atem(decode: str) -> tuple[Region, ...]:
@@ -91,8 +91,11 @@ SPECS = [
     ToolSpec("minimax_m2", _invoke("<minimax:tool_call>", "</minimax:tool_call>", "<invoke name=",
                                    ParamSyntax("<parameter name=", ">", "</parameter>",
                                                trim_newline=False), "</invoke>"), "MiniMax-M2"),
+    # vLLM's dots parser: a call to a tool the request does not name is text; a block may
+    # hold one JSON call object instead of invokes
     ToolSpec("dots", _invoke("<dots_function_call>", "</dots_function_call>", "<invoke name=",
-                             NAMED_PARAM, "</invoke>"), "rednote dots.llm"),
+                             NAMED_PARAM, "</invoke>", known_names=True, json_alt=True),
+             "rednote dots.llm"),
     ToolSpec("step3", (Region(
         ("<｜tool_calls_begin｜>",), "xml", end=("<｜tool_calls_end｜>",),
         call_begin=("<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=",),

@@ -180,6 +180,14 @@ class RegionReader:
     # ---- states: each returns (events, None=need more | False=continue | str=region over) ----
     def _region(self) -> tuple[list[Event], str | bool | None]:
         r = self.r
+        if r.json_alt and self.raw is not None:  # `{"name": .., "arguments": ..}` for the calls
+            s = self.buf.lstrip(_WS)
+            if not s:
+                return [], None
+            if s[0] == "{":
+                self.buf, self.state = s, "body"
+                self.body = JsonCallBody(r.single_key, r.name_keys, r.args_keys)
+                return [], False
         before, marker, self.buf = split_on_markers(self.buf, r.call_begin + r.call_end + r.end)
         if marker is None:
             return [], None

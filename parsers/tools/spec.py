@@ -61,6 +61,8 @@ class Region:
     render_sep: str = ""               # what the renderer writes between calls of one region
     render_args: str = "json"          # json | xml | nested_xml | pythonic | gemma
     known_names: bool = False          # with tools given, a call naming none of them is text
+    json_alt: bool = False             # a region with call_begin may hold one JSON call object
+                                       # instead (dots' `<dots_function_call>{"name": ..}`)
     collapse_doubled: bool = False     # `get_weather.get_weather` is the registered
                                        # `get_weather` (Muse's rendering of bare names)
     nameless_calls: bool = False       # `[TOOL_CALLS]{args}` / `[TOOL_CALLS][ARGS]{args}`, right
