@@ -52,7 +52,8 @@ SPECS = [
              "Tencent Hunyuan-A13B", keep_ws=True),
     ToolSpec("granite", (Region(("<|tool_call|>", "<tool_call>"), "json_list"),),
              "IBM Granite 3.0 / 3.1"),
-    ToolSpec("phi4_mini_json", (Region(("functools",), "json_list"),), "Phi-4-mini",
+    ToolSpec("phi4_mini_json", (Region(("functools",), "json_list", args_required=True),),
+             "Phi-4-mini",
              ends_reasoning=False),  # "functools" is a word a model may think about
     ToolSpec("apertus", (Region(("<|tools_prefix|>",), "json_list", end=("<|tools_suffix|>",),
                                 single_key=True),), "Swiss AI Apertus", keep_ws=True,

@@ -56,8 +56,8 @@ def _dsml(begins: tuple[str, ...], ends: tuple[str, ...], space: str = "",
                             call_close=close, render_args="xml"))
 
 
-def _glm(name_end: tuple[str, ...]) -> tuple[Region, ...]:
-    return (Region(("<tool_call>",), "xml", end=("</tool_call>",), params=KV,
+def _glm(name_end: tuple[str, ...], params: ParamSyntax = KV) -> tuple[Region, ...]:
+    return (Region(("<tool_call>",), "xml", end=("</tool_call>",), params=params,
                    header=Header(name_end=name_end, name_stop=("<arg_key>",)),
                    render_args="xml"),)
 
@@ -141,7 +141,10 @@ SPECS = [
     ToolSpec("glm45", _glm(("\n",)), "Zhipu GLM-4.5 / 4.6 / 4.7 / 5"),
     ToolSpec("glm47", _glm(("\n",)), "Zhipu GLM-4.7"),
     ToolSpec("ling3", _glm(("\n",)), "inclusionAI Ling 3"),
-    ToolSpec("poolside_v1", _glm(("\n",)), "Poolside", keep_ws=True),
+    # vLLM's poolside parser keeps a string-typed value as written and JSON-reads the others
+    ToolSpec("poolside_v1", _glm(("\n",), ParamSyntax(
+        "<arg_key>", "</arg_key>", "</arg_value>", value_open="<arg_value>", trim_newline=False,
+        decode="json_unless_string")), "Poolside", keep_ws=True),
     ToolSpec("hy_v3", (_HY,), "Tencent Hunyuan 3", keep_ws=True),
     ToolSpec("hy_v4", (_HY4,), "Tencent Hunyuan 4 (typed value tags)", keep_ws=True),
     ToolSpec("k2_horizon", (Region(

@@ -32,7 +32,7 @@ class JsonArgsBody(Body):
         self.any_args = False
         self.stops = stops
         self.held = ""
-        self.sent: list[str] = []  # argument text so far (kept only while a stop may cut it)
+        self.sent: list[str] = []  # argument text so far (to close it where it is cut short)
 
     def feed(self, text: str) -> tuple[list[Event], str | None]:
         if not self.stops:
@@ -53,7 +53,7 @@ class JsonArgsBody(Body):
 
     def _scan(self, text: str) -> tuple[list[Event], str | None]:
         n = self.scanner.feed(text)
-        if self.scanner.bad and not self.started:
+        if self.scanner.bad and not self.started and not text[:n].strip(_WS):
             self.failed = True
             return [], text[n:]
         events: list[Event] = []
@@ -64,8 +64,10 @@ class JsonArgsBody(Body):
                 events.append(self.start)
             self.any_args = True
             events.append(ArgsDelta(chunk))
-            if self.stops:
-                self.sent.append(chunk)
+            self.sent.append(chunk)
+        if self.scanner.bad and self.started:  # text that is not JSON ends the arguments
+            suffix = json_completion("".join(self.sent))
+            events += [ArgsDelta(suffix)] if suffix else []
         if self.scanner.bad or self.scanner.done:
             self.held, held = "", self.held
             return events + [CallEnd()], text[n:] + held
@@ -101,6 +103,7 @@ class JsonCallBody(Body):
         self.args_required = args_required
         self.hold_args = hold_args
         self.invalid = False  # held arguments that are not JSON
+        self.args_sent: list[str] = []  # argument text streamed after the call started
         self.name_keys, self.args_keys = name_keys, args_keys
         self.state = "open"  # open, key, colon, value, comma, done
         self.key_buf = ""
@@ -212,6 +215,7 @@ class JsonCallBody(Body):
             if chunk:
                 self.any_args = True
                 if self.started and not self.hold_args:
+                    self.args_sent.append(chunk)
                     return [ArgsDelta(chunk)]
                 self.args_buf.append(chunk)
         return []
@@ -265,7 +269,7 @@ class JsonCallBody(Body):
         events: list[Event] = [CallStart(self.name or "", self.call_id)]
         if self.args_buf:
             events.append(ArgsDelta("".join(self.args_buf)))
-            self.args_buf = []
+            self.args_sent, self.args_buf = self.args_buf, []
         return events
 
     def _close(self) -> list[Event]:
@@ -284,6 +288,9 @@ class JsonCallBody(Body):
         if not self.started:
             self.failed = True
             return events, rest
+        if self.role == "args" and self.args_sent:  # arguments cut by text that is not JSON
+            suffix = json_completion("".join(self.args_sent))
+            events += [ArgsDelta(suffix)] if suffix else []
         return events + [CallEnd()], rest
 
     def finish(self) -> list[Event]:
