@@ -67,7 +67,7 @@ SPECS = [
         Region(("[TOOL_CALLS]",), "json_list"),
         Region(("<tool_call>",), "json_list", end=("</tool_call>",)),
         Region(("[",), "json_list"),
-    ), "Salesforce xLAM", anchored=("[",)),
+    ), "Salesforce xLAM", anchored=("[",), anchor_after=("</think>",)),
     ToolSpec("mistral", (Region(("[TOOL_CALLS]",), "json_args", list_alt=True, bare_give_back=True,
                                 nameless_calls=True,
                                 header=Header(name_end=("[ARGS]", "[CALL_ID]"), name_stop=("{",),

@@ -91,6 +91,7 @@ class ToolSpec:
     models: str = ""
     extra_markers: tuple[str, ...] = ()  # inner/end markers that may be special tokens
     anchored: tuple[str, ...] = ()  # start markers that count only at the start of the answer
+    anchor_after: tuple[str, ...] = ()  # ... or right after one of these in the content
     ends_reasoning: bool = True
     ends_reasoning_at: tuple[str, ...] | None = None  # the start markers that end reasoning
                                                       # implicitly (None: all of them)
