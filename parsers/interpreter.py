@@ -52,6 +52,7 @@ class Parser:
         self._anchored = frozenset((*(tool.anchored_markers if tool is not None else ()),
                                     *(reasoning.leading_drop if reasoning is not None else ())))
         self._keep_ws = tool is not None and tool.keeps_whitespace
+        self._anchor_after = tool.anchor_after if tool is not None else ()
         self._verbatim = tool is not None and tool.keeps_text_verbatim
         self._keep_rws = reasoning is not None and reasoning.whitespace != "strip"
         self._trim_rtail = reasoning is not None and reasoning.whitespace == "trail"
@@ -97,6 +98,9 @@ class Parser:
             # a discarded channel ends where content would resume or another channel starts
             after = {"drop": "end", "start": "start", "discard": "discard", "tool": "drop"}
             self._roles[DISCARD] = {m: after[role] for m, role in con.items()}
+        for m in self._anchor_after:  # met in content: the anchored markers may open again
+            self._roles["on"].setdefault(m, "anchor")
+            self._roles["off"].setdefault(m, "anchor")
         pats = r.patterns if r is not None else ()
         self._sets = {
             REASONING: MarkerSet(self._roles[REASONING], pats),
@@ -143,7 +147,7 @@ class StreamParser:
         "_seg_empty", "_last_was_marker", "_pending_ws", "_gap", "_open_ws", "_gap_lead", "_head",
         "_prefix", "_force", "_end_strip", "_watch", "_filters", "_answer_text",
         "_reasoning_parts", "_content_seen", "_num_calls", "_at_start", "_section_ws",
-        "_section_calls", "num_completed_calls", "finished", "_out",
+        "_section_calls", "num_completed_calls", "finished", "_out", "_tail",
     )
 
     def __init__(self, parser: Parser, tools: Sequence[dict[str, Any]] | None,
@@ -180,6 +184,7 @@ class StreamParser:
         self._content_seen = False
         self._num_calls = 0
         self._at_start = True  # no content and no call yet: anchored markers may open a section
+        self._tail = ""  # the content's last characters, for `ToolFormat.anchor_after`
         self._section_ws: str | None = None  # whitespace before the open section's marker
         self._section_calls = 0  # calls started before the open section
         self.num_completed_calls = 0
@@ -265,7 +270,12 @@ class StreamParser:
             if marker in self._p._anchored and not self._at_start and key != REASONING:
                 pos = start  # the text before it started the answer: scan again, as text
                 continue
-            pos = self._act(self._p._roles[key][marker], marker, start, end)
+            role = self._p._roles[key][marker]
+            if role == "anchor":  # text, after which the set with the anchored markers applies
+                self._text(marker)
+                pos = end
+                continue
+            pos = self._act(role, marker, start, end)
         self._buf = buf
 
     def _act(self, role: str, marker: str, start: int, end: int) -> int:
@@ -380,6 +390,10 @@ class StreamParser:
         self._seg_empty = False
         if kind == CONTENT:
             self._at_start = False
+            if self._p._anchor_after and not self._num_calls:
+                self._tail = (self._tail + text)[-32:]
+                tail = self._tail.rstrip()
+                self._at_start = any(tail.endswith(a) for a in self._p._anchor_after)
             if self._prefix:
                 text, self._prefix = self._prefix + text, ""
             self._content_seen = True

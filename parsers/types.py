@@ -111,6 +111,8 @@ class ToolFormat:
     keeps_text_verbatim: the text after a section is content as written, its leading whitespace
         included (`CALL \nDone.` gives ` \nDone.`); whitespace-only content is still none.
     content_drop: markers dropped wherever they appear in content (answer wrappers).
+    anchor_after: literals after which, in content before any call, the anchored markers open
+        a section again (xLAM's `<think>..</think>[{...}]`, read as vLLM does).
     reasoning_end_markers: the start markers that end reasoning implicitly (None: every one;
         DeepSeek-V4's bare `<｜DSML｜invoke` drafted in thinking is thinking).
     """
@@ -122,6 +124,7 @@ class ToolFormat:
     keeps_whitespace: bool = False
     keeps_text_verbatim: bool = False
     content_drop: tuple[str, ...] = ()
+    anchor_after: tuple[str, ...] = ()
     reasoning_end_markers: tuple[str, ...] | None = None
 
     def __init__(self, tokenizer: Any = None) -> None:

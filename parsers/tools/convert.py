@@ -18,10 +18,38 @@ def tool_parameters(tools: list[dict] | None, name: str) -> dict | None:
 
 
 def property_schema(params: dict | None, key: str) -> dict | None:
+    """``key``'s schema in a tool's parameters; a local ``$ref`` (``#/$defs/Location``) is
+    followed within the parameters schema."""
     if not params:
         return None
     prop = (params.get("properties") or {}).get(key)
+    for _ in range(8):  # a chain of references, not a cycle
+        ref = prop.get("$ref") if isinstance(prop, dict) else None
+        if not isinstance(ref, str) or not ref.startswith("#/"):
+            break
+        target: Any = params
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, dict) else None
+        if not isinstance(target, dict):
+            break
+        prop = target
     return prop if isinstance(prop, dict) else None
+
+
+# type names tool schemas use that are not JSON Schema's, read as the JSON type they mean
+# (as vLLM's schema coercion reads them)
+_ALIASES = {
+    **dict.fromkeys(("str", "text", "varchar", "char", "enum"), "string"),
+    **dict.fromkeys(("int", "int32", "int64", "uint", "uint32", "uint64", "long", "short",
+                     "unsigned"), "integer"),
+    **dict.fromkeys(("float", "float32", "float64", "double"), "number"),
+    "bool": "boolean", "dict": "object", **dict.fromkeys(("arr", "list", "sequence"), "array"),
+}
+
+
+def _type_name(t: str) -> str:
+    low = t.strip().lower()
+    return _ALIASES.get(low, low)
 
 
 def schema_types(schema: dict | None) -> list[str]:
@@ -30,9 +58,9 @@ def schema_types(schema: dict | None) -> list[str]:
         return []
     t = schema.get("type")
     if isinstance(t, str):
-        return [t]
+        return [_type_name(t)]
     if isinstance(t, list):
-        return [x for x in t if isinstance(x, str)]
+        return [_type_name(x) for x in t if isinstance(x, str)]
     out: list[str] = []
     for key in ("anyOf", "oneOf"):
         for sub in schema.get(key) or ():

@@ -7,12 +7,13 @@ from thinkgate.parsers.registry import register_tool_parser
 from .formats_json import SPECS as _JSON_SPECS
 from .formats_xml import SPECS as _XML_SPECS
 from .k2_horizon import K2HorizonFormat
+from .minicpm5 import MiniCPM5Format
 from .spec import ToolSpec
 from .tool_format import SpecToolFormat
 
 TOOL_SPECS: dict[str, ToolSpec] = {s.name: s for s in (*_JSON_SPECS, *_XML_SPECS)}
 
-_FORMAT_CLASSES = {"k2_horizon": K2HorizonFormat}  # specs whose reading is not the shared one
+_FORMAT_CLASSES = {"k2_horizon": K2HorizonFormat, "minicpm5": MiniCPM5Format}  # specs whose reading is not the shared one
 
 for _name, _spec in TOOL_SPECS.items():
     register_tool_parser(_name)(_FORMAT_CLASSES.get(_name, SpecToolFormat)(_spec))

@@ -24,10 +24,10 @@ def _qwen(trim: bool = True) -> tuple[Region, ...]:
     )
 
 
-def _invoke(begin: str, end: str, call_begin: str, param: ParamSyntax, call_close: str
-            ) -> tuple[Region, ...]:
+def _invoke(begin: str, end: str, call_begin: str, param: ParamSyntax, call_close: str,
+            **extra: bool) -> tuple[Region, ...]:
     return (Region((begin,), "xml", end=(end,), call_begin=(call_begin,), header=_QFN,
-                   params=param, call_close=call_close, render_args="xml"),)
+                   params=param, call_close=call_close, render_args="xml", **extra),)
 
 
 def _atem(decode: str) -> tuple[Region, ...]:
@@ -56,8 +56,8 @@ def _dsml(begins: tuple[str, ...], ends: tuple[str, ...], space: str = "",
                             call_close=close, render_args="xml"))
 
 
-def _glm(name_end: tuple[str, ...]) -> tuple[Region, ...]:
-    return (Region(("<tool_call>",), "xml", end=("</tool_call>",), params=KV,
+def _glm(name_end: tuple[str, ...], params: ParamSyntax = KV) -> tuple[Region, ...]:
+    return (Region(("<tool_call>",), "xml", end=("</tool_call>",), params=params,
                    header=Header(name_end=name_end, name_stop=("<arg_key>",)),
                    render_args="xml"),)
 
@@ -91,8 +91,11 @@ SPECS = [
     ToolSpec("minimax_m2", _invoke("<minimax:tool_call>", "</minimax:tool_call>", "<invoke name=",
                                    ParamSyntax("<parameter name=", ">", "</parameter>",
                                                trim_newline=False), "</invoke>"), "MiniMax-M2"),
+    # vLLM's dots parser: a call to a tool the request does not name is text; a block may
+    # hold one JSON call object instead of invokes
     ToolSpec("dots", _invoke("<dots_function_call>", "</dots_function_call>", "<invoke name=",
-                             NAMED_PARAM, "</invoke>"), "rednote dots.llm"),
+                             NAMED_PARAM, "</invoke>", known_names=True, json_alt=True),
+             "rednote dots.llm"),
     ToolSpec("step3", (Region(
         ("<｜tool_calls_begin｜>",), "xml", end=("<｜tool_calls_end｜>",),
         call_begin=("<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=",),
@@ -138,7 +141,10 @@ SPECS = [
     ToolSpec("glm45", _glm(("\n",)), "Zhipu GLM-4.5 / 4.6 / 4.7 / 5"),
     ToolSpec("glm47", _glm(("\n",)), "Zhipu GLM-4.7"),
     ToolSpec("ling3", _glm(("\n",)), "inclusionAI Ling 3"),
-    ToolSpec("poolside_v1", _glm(("\n",)), "Poolside", keep_ws=True),
+    # vLLM's poolside parser keeps a string-typed value as written and JSON-reads the others
+    ToolSpec("poolside_v1", _glm(("\n",), ParamSyntax(
+        "<arg_key>", "</arg_key>", "</arg_value>", value_open="<arg_value>", trim_newline=False,
+        decode="json_unless_string")), "Poolside", keep_ws=True),
     ToolSpec("hy_v3", (_HY,), "Tencent Hunyuan 3", keep_ws=True),
     ToolSpec("hy_v4", (_HY4,), "Tencent Hunyuan 4 (typed value tags)", keep_ws=True),
     ToolSpec("k2_horizon", (Region(

@@ -32,7 +32,7 @@ class JsonArgsBody(Body):
         self.any_args = False
         self.stops = stops
         self.held = ""
-        self.sent: list[str] = []  # argument text so far (kept only while a stop may cut it)
+        self.sent: list[str] = []  # argument text so far (to close it where it is cut short)
 
     def feed(self, text: str) -> tuple[list[Event], str | None]:
         if not self.stops:
@@ -53,7 +53,7 @@ class JsonArgsBody(Body):
 
     def _scan(self, text: str) -> tuple[list[Event], str | None]:
         n = self.scanner.feed(text)
-        if self.scanner.bad and not self.started:
+        if self.scanner.bad and not self.started and not text[:n].strip(_WS):
             self.failed = True
             return [], text[n:]
         events: list[Event] = []
@@ -64,8 +64,10 @@ class JsonArgsBody(Body):
                 events.append(self.start)
             self.any_args = True
             events.append(ArgsDelta(chunk))
-            if self.stops:
-                self.sent.append(chunk)
+            self.sent.append(chunk)
+        if self.scanner.bad and self.started:  # text that is not JSON ends the arguments
+            suffix = json_completion("".join(self.sent))
+            events += [ArgsDelta(suffix)] if suffix else []
         if self.scanner.bad or self.scanner.done:
             self.held, held = "", self.held
             return events + [CallEnd()], text[n:] + held
@@ -89,13 +91,19 @@ class JsonCallBody(Body):
 
     ``single_key`` reads Apertus' ``{"NAME": {args}}`` instead. ``args_required``: an object
     without an arguments key is not a call (Llama's ``{"name": "x"}`` stays text); the call
-    then starts at the arguments key, not at the name.
+    then starts at the arguments key, not at the name. ``hold_args``: the arguments are held
+    until their value ends and the object is a call only when they are JSON (Llama 3's
+    ``{"parameters": {invalid json}}`` stays text, as in vLLM); the call starts there, whole.
     """
 
     def __init__(self, single_key: bool = False, name_keys: tuple[str, ...] = NAME_KEYS,
-                 args_keys: tuple[str, ...] = ARGS_KEYS, args_required: bool = False) -> None:
+                 args_keys: tuple[str, ...] = ARGS_KEYS, args_required: bool = False,
+                 hold_args: bool = False) -> None:
         self.single_key = single_key
         self.args_required = args_required
+        self.hold_args = hold_args
+        self.invalid = False  # held arguments that are not JSON
+        self.args_sent: list[str] = []  # argument text streamed after the call started
         self.name_keys, self.args_keys = name_keys, args_keys
         self.state = "open"  # open, key, colon, value, comma, done
         self.key_buf = ""
@@ -170,6 +178,8 @@ class JsonCallBody(Body):
                 return self._fail(events, text[i:])
             if self.value_scanner.done:
                 events += self._end_value()
+                if self.invalid:
+                    return self._fail(events, text[i:])
                 self.state = "comma"
         return events, None
 
@@ -182,7 +192,8 @@ class JsonCallBody(Body):
             self.role = "name"
         elif not self.single_key and key in self.args_keys and not self.args_done:
             self.role = "args"
-            if self.args_required and self.name is not None and not self.started:
+            if self.args_required and self.name is not None and not self.started \
+                    and not self.hold_args:
                 return self._start()
         elif key in ID_KEYS:
             self.role = "id"
@@ -203,7 +214,8 @@ class JsonCallBody(Body):
                 return []
             if chunk:
                 self.any_args = True
-                if self.started:
+                if self.started and not self.hold_args:
+                    self.args_sent.append(chunk)
                     return [ArgsDelta(chunk)]
                 self.args_buf.append(chunk)
         return []
@@ -223,10 +235,20 @@ class JsonCallBody(Body):
             self.args_done = True
             if self.args_in_string:
                 return self._string_args()
+            if self.hold_args and not self._held_args_are_json():
+                return []
         if self.name is not None and not self.started and (
                 self.args_done or (role == "name" and not self.args_required)):
             return self._start()
         return []
+
+    def _held_args_are_json(self) -> bool:
+        try:
+            json.loads("".join(self.args_buf))
+        except ValueError:
+            self.invalid = True
+            return False
+        return True
 
     def _string_args(self) -> list[Event]:
         try:
@@ -247,7 +269,7 @@ class JsonCallBody(Body):
         events: list[Event] = [CallStart(self.name or "", self.call_id)]
         if self.args_buf:
             events.append(ArgsDelta("".join(self.args_buf)))
-            self.args_buf = []
+            self.args_sent, self.args_buf = self.args_buf, []
         return events
 
     def _close(self) -> list[Event]:
@@ -266,6 +288,9 @@ class JsonCallBody(Body):
         if not self.started:
             self.failed = True
             return events, rest
+        if self.role == "args" and self.args_sent:  # arguments cut by text that is not JSON
+            suffix = json_completion("".join(self.args_sent))
+            events += [ArgsDelta(suffix)] if suffix else []
         return events + [CallEnd()], rest
 
     def finish(self) -> list[Event]:

@@ -37,10 +37,14 @@ class ValueScanner:
 
     ``feed`` returns how many characters of the text belong to the value; ``done`` becomes True
     once the value is complete. A bare scalar (number, true, ...) is complete only when the
-    character after it arrives, or at ``close_scalar`` (end of input).
+    character after it arrives, or at ``close_scalar`` (end of input). Inside an object or a
+    list, a string or a nested value must be followed by `,` `:` or a closing bracket: any
+    other character (`{"city": "Tokyo" ```) is not JSON, and the value ends before it with
+    ``bad`` set (the caller closes what it sent: arguments stay JSON).
     """
 
-    __slots__ = ("depth_stack", "in_string", "escape", "done", "started", "scalar", "bad")
+    __slots__ = ("depth_stack", "in_string", "escape", "done", "started", "scalar", "bad",
+                 "after")
 
     _SCALAR = set("0123456789+-.eEtruefalsnTRUEFALSN")
 
@@ -52,6 +56,7 @@ class ValueScanner:
         self.started = False
         self.scalar = False
         self.bad = False
+        self.after = False  # inside a container, right after a string or a nested value
 
     def feed(self, text: str) -> int:
         for i, ch in enumerate(text):
@@ -87,7 +92,16 @@ class ValueScanner:
                     if not self.depth_stack:
                         self.done = True
                         return i + 1
+                    self.after = True
                 continue
+            if self.after and ch not in " \t\r\n":
+                if ch == "," or ch == ":":
+                    self.after = False
+                    continue
+                if ch != "}" and ch != "]":
+                    self.bad = True
+                    self.done = True
+                    return i
             if ch == '"':
                 self.in_string = True
             elif ch == "{" or ch == "[":
@@ -101,6 +115,7 @@ class ValueScanner:
                 if not self.depth_stack:
                     self.done = True
                     return i + 1
+                self.after = True
         return len(text)
 
     def close_scalar(self) -> None:

@@ -87,6 +87,7 @@ class RegionReader:
         self.call_id: str | None = None
         self.open_call = False
         self.skipping = False  # the current call's events are dropped (`Region.strict_ids`)
+        self.body_text: list[str] = []  # what the current body was fed (headerless regions)
         if self.state == "body":
             self.body = self._make_body(None)
 
@@ -128,6 +129,8 @@ class RegionReader:
         if self.state == "body" and self.body is not None:
             events += self._track(self.body.finish())
             if self.body.failed or (self.raw is not None and not self.body.started):
+                if self.raw is None:  # a later body that is no call: its text stays content
+                    return events + [Content(self._body_text(""))]
                 return [Content(self._raw_text())]
         if self.raw is not None:
             return [Content("" if self.r.drop_cut_off else self._raw_text())]
@@ -157,6 +160,14 @@ class RegionReader:
                 self.open_call = False
         return events
 
+    def _body_text(self, rest: str) -> str:
+        """What the current body consumed (``rest`` is what it did not), for a headerless
+        region; a body after a header has no text of its own to give back."""
+        fed, self.body_text = "".join(self.body_text), []
+        if self.r.header is not None:
+            return ""
+        return fed[: len(fed) - len(rest)] if rest else fed
+
     def _give_back(self, rest: str) -> tuple[list[Event], str]:
         """The region was not a call: everything but ``rest`` becomes content."""
         raw = "".join(self.raw or [])
@@ -169,6 +180,14 @@ class RegionReader:
     # ---- states: each returns (events, None=need more | False=continue | str=region over) ----
     def _region(self) -> tuple[list[Event], str | bool | None]:
         r = self.r
+        if r.json_alt and self.raw is not None:  # `{"name": .., "arguments": ..}` for the calls
+            s = self.buf.lstrip(_WS)
+            if not s:
+                return [], None
+            if s[0] == "{":
+                self.buf, self.state = s, "body"
+                self.body = JsonCallBody(r.single_key, r.name_keys, r.args_keys)
+                return [], False
         before, marker, self.buf = split_on_markers(self.buf, r.call_begin + r.call_end + r.end)
         if marker is None:
             return [], None
@@ -304,10 +323,14 @@ class RegionReader:
     def _body(self) -> tuple[list[Event], str | bool | None]:
         assert self.body is not None
         text, self.buf = self.buf, ""
+        if self.raw is None and self.r.header is None:
+            self.body_text.append(text)
         events, rest = self.body.feed(text)
         if rest is None:
             return events, None
         if self.body.failed:
+            if self.raw is None:  # a later body that is no call: its text stays content
+                return events + [Content(self._body_text(rest))], rest  # type: ignore[list-item]
             return self._give_back(rest)
         self.buf, self.state = rest, "after_body"
         return events, False
@@ -342,9 +365,11 @@ class RegionReader:
 
     def _make_body(self, name: str | None) -> Body:
         r = self.r
+        self.body_text = []
         stops = r.call_end + r.end + r.call_begin
         if r.body == "json_call":
-            return JsonCallBody(r.single_key, r.name_keys, r.args_keys, r.args_required)
+            return JsonCallBody(r.single_key, r.name_keys, r.args_keys, r.args_required,
+                                r.hold_args)
         if r.body == "json_list":
             return JsonListBody(r.single_key, r.name_keys, r.args_keys, r.args_required)
         if r.body == "pythonic":

@@ -51,6 +51,8 @@ class Region:
     args_keys: tuple[str, ...] = ("arguments", "parameters", "args", "tool_input")
     id_key: str = ""                   # the renderer writes the call's index under this key
     args_required: bool = False        # a call object must have an arguments key (Llama JSON)
+    hold_args: bool = False            # json_call: arguments held until their value ends, and
+                                       # a call only when they are JSON (Llama 3 JSON)
     list_alt: bool = False             # a JSON list may replace the header+body (pre-v11 Mistral)
     bare_give_back: bool = False       # a region given back as text loses its start marker
                                        # (Mistral's [TOOL_CALLS] is a control token)
@@ -59,6 +61,8 @@ class Region:
     render_sep: str = ""               # what the renderer writes between calls of one region
     render_args: str = "json"          # json | xml | nested_xml | pythonic | gemma
     known_names: bool = False          # with tools given, a call naming none of them is text
+    json_alt: bool = False             # a region with call_begin may hold one JSON call object
+                                       # instead (dots' `<dots_function_call>{"name": ..}`)
     collapse_doubled: bool = False     # `get_weather.get_weather` is the registered
                                        # `get_weather` (Muse's rendering of bare names)
     nameless_calls: bool = False       # `[TOOL_CALLS]{args}` / `[TOOL_CALLS][ARGS]{args}`, right
@@ -87,6 +91,7 @@ class ToolSpec:
     models: str = ""
     extra_markers: tuple[str, ...] = ()  # inner/end markers that may be special tokens
     anchored: tuple[str, ...] = ()  # start markers that count only at the start of the answer
+    anchor_after: tuple[str, ...] = ()  # ... or right after one of these in the content
     ends_reasoning: bool = True
     ends_reasoning_at: tuple[str, ...] | None = None  # the start markers that end reasoning
                                                       # implicitly (None: all of them)

@@ -65,6 +65,7 @@ class SpecToolFormat(ToolFormat):
         self.start_markers = spec.start_markers()
         self.special_markers = spec.special_markers()
         self.anchored_markers = spec.anchored
+        self.anchor_after = spec.anchor_after
         self.keeps_whitespace = spec.keep_ws
         self.content_drop = spec.content_drop
         self.keeps_text_verbatim = spec.verbatim

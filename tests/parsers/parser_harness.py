@@ -3,7 +3,7 @@
 A trace file is JSON: a list of groups `{"reasoning_parser", "tool_parser", "parsers",
 "tokenizer", "cases"}` (`parsers` runs the same cases under several reasoning-parser names;
 `tokenizer` is `{"chat_template": ...}` for template-driven formats). A case is
-`{"name", "text", "reasoning", "content", "tool_calls": [{"name", "arguments", "id"}],
+`{"name", "text", "reasoning", "content", "tool_calls": [{"name", "arguments", "id"}], "comment",
 "chat_template_kwargs", "tools", "allow_markers": [...], "note"}`; `arguments` is a JSON
 object; a call's `id` is optional (the format's own id, checked when given); `note` says why a case departs from vLLM. Tool traces use the same keys with
 `tool_parser` set in the group.
