@@ -29,6 +29,7 @@ from thinkgate.api.chat_constraints import (
     chat_constraint,
     normalize_tool_choice,
 )
+from thinkgate.api.prompt_tokens import PromptTokenizer
 from thinkgate.engine.constrained import install_constrained_decoding
 from thinkgate.engine.outputs import CompletionOutput, RequestOutput
 from thinkgate.engine.sampling_params import SamplingParams
@@ -131,6 +132,7 @@ class ChatLayer:
         self.default_chat_template_kwargs = dict(default_chat_template_kwargs or {})
         self._with_tools: Parser = get_parser(tool_call_parser, reasoning_parser, tokenizer)
         self._without_tools: Parser = get_parser(None, reasoning_parser, tokenizer)
+        self._prompt_tokenizer: PromptTokenizer | None = None  # built on first use
 
     @property
     def reasoning_format(self) -> Any:
@@ -159,12 +161,19 @@ class ChatLayer:
                 ckw.setdefault("enable_thinking", False)
         rendered_tools = tool_list if choice != "none" else None
         prompt = self.render(messages, rendered_tools, ckw, add_generation_prompt, chat_template)
-        ids = list(self.tokenizer.encode(prompt, add_special_tokens=False))
+        ids = self.encode_prompt(prompt)
         params = self._params(sampling_params, tool_list, choice, response_format, ckw,
                               thinking_token_budget, parallel_tool_calls)
         return ChatRequest(prompt, ids, params, tool_list, choice, ckw,
                            best_effort_report(params.structured_outputs, tool_list, choice,
                                               response_format))
+
+    def encode_prompt(self, prompt: str) -> list[int]:
+        """`tokenizer.encode(prompt, add_special_tokens=False)`, reusing the ids of prompt pieces
+        seen before (a repeated system prompt or tool list; api/prompt_tokens.py)."""
+        if self._prompt_tokenizer is None:
+            self._prompt_tokenizer = PromptTokenizer(self.tokenizer)
+        return self._prompt_tokenizer.encode(prompt)
 
     def render(self, messages: Sequence[Message], tools: list[dict[str, Any]] | None,
                chat_template_kwargs: Mapping[str, Any], add_generation_prompt: bool = True,

@@ -10,7 +10,8 @@ Every run builds its prompts from a new `tag` (the prompt's first words), so eac
 cold. Latencies are wall-clock milliseconds per request, from send to the full response.
 `bench_vs_vllm.py --only prefix` runs both against vLLM-CPU; alone, against one server:
 
-    python -m thinkgate.benchmarks.bench_prefix --base http://127.0.0.1:8000 --model NAME
+    python -m thinkgate.benchmarks.bench_prefix --base http://127.0.0.1:8000 --model NAME \
+        [--runs 3] [--pid SERVER_PID]
 """
 
 from __future__ import annotations
@@ -113,14 +114,39 @@ async def concurrent(base: str, model: str, tag: str) -> dict[str, Any]:
             "cached_tokens": flat[-1]["cached_tokens"]}
 
 
+def process_cpu_ns(pid: int) -> int:
+    """CPU time (ns) of `pid`'s threads and its child processes' (the engine core), Linux only."""
+    from pathlib import Path
+
+    total, children = 0, []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+            children += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:  # a thread that ended meanwhile
+            pass
+    return total + sum(process_cpu_ns(c) for c in children)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", required=True, help="server URL, e.g. http://127.0.0.1:8000")
     ap.add_argument("--model", required=True, help="served model name")
-    ap.add_argument("--tag", default="alone")
+    ap.add_argument("--tag", default=None, help="first words of the prompts (default: the time, "
+                    "so every invocation starts cold)")
+    ap.add_argument("--runs", type=int, default=1, help="runs per case (a new prompt each)")
+    ap.add_argument("--pid", type=int, default=None, help="the server's process id: also print "
+                    "its CPU ms per request (its engine core process included; cold ones too)")
     args = ap.parse_args()
+    args.tag = args.tag or f"t{time.time_ns()}"
     for name, fn in (("sequential", sequential), ("concurrent", concurrent)):
-        print(name, json.dumps(asyncio.run(fn(args.base, args.model, f"{args.tag}-{name}"))))
+        for run in range(args.runs):
+            before = process_cpu_ns(args.pid) if args.pid else 0
+            row = asyncio.run(fn(args.base, args.model, f"{args.tag}-{name}-{run}"))
+            if args.pid:
+                count = NUM_REQUESTS if name == "sequential" else CLIENTS * PER_CLIENT
+                row["cpu_ms_per_request"] = (process_cpu_ns(args.pid) - before) / count / 1e6
+            print(name, json.dumps(row))
 
 
 if __name__ == "__main__":

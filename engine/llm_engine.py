@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from thinkgate.engine.block_manager import BlockManager
 from thinkgate.engine.compiled_decode import CompiledDecode, compiler_available
+from thinkgate.engine.compiled_prefill import CompiledPrefill
 from thinkgate.engine.config import EngineConfig
 from thinkgate.engine.cuda_graphs import DecodeGraphs, attention_plan, capture_sizes
 from thinkgate.engine.detokenizer import IncrementalDetokenizer
@@ -194,6 +195,11 @@ class LLMEngine:
         if compiled.warm_up(self.kv_cache.layers, runner.block_size, runner.scratch_block,
                             self.max_num_seqs, self.max_model_len, not runner.contiguous):
             runner.compiled_decode = compiled
+        if runner.contiguous:  # masked prefills (a cached prefix): compiled_prefill.py
+            prefill = CompiledPrefill(runner.model)
+            if prefill.warm_up(self.kv_cache.layers, runner.block_size, runner.scratch_block,
+                               self.kv_cache.num_rows):
+                runner.compiled_prefill = prefill
 
     def _default_kv_budget(self) -> int:
         if self.device.type == "cuda":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 from thinkgate.engine.compiled_decode import CompiledDecode
+from thinkgate.engine.compiled_prefill import CompiledPrefill
 from thinkgate.engine.cuda_graphs import DecodeGraphs
 from thinkgate.engine.kv_cache import KVCache, build_attention_metadata
 from thinkgate.engine.model_loader import LoadedModel
@@ -43,6 +44,7 @@ class ModelRunner:
         self.paged_kernels = False  # attention reads K/V in place (kv_cache.attend_in_place)
         self.graphs: DecodeGraphs | None = None  # decode buckets (cuda_graphs.py), else eager
         self.compiled_decode: CompiledDecode | None = None  # CPU decode steps (compiled_decode.py)
+        self.compiled_prefill: CompiledPrefill | None = None  # masked prefills (compiled_prefill.py)
         # jump-forward: batch row -> (k, V) float32 logits predicting each of its k forced ids
         # (only rows whose request asks for logprobs), from the last forward
         self.forced_logits: dict[int, torch.Tensor] = {}
@@ -82,6 +84,8 @@ class ModelRunner:
         run = self.model
         if self.compiled_decode is not None and not (batch.is_prefill or ragged):
             run = self.compiled_decode
+        elif self.compiled_prefill is not None and CompiledPrefill.applies(input_ids, meta):
+            run = self.compiled_prefill
         hidden = run(input_ids, positions, meta, self.kv_cache.layers)  # (B, T, hidden)
         if ragged or batch.is_prefill:
             self._keep_forced_logits(batch.seqs, hidden, last)

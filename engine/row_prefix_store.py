@@ -6,6 +6,15 @@ scheduling) finds the longest run of cached blocks and pins them; `load` (once t
 its row) copies them to the row's first positions, one gather per layer; `save` (after a prefill,
 and when a sequence leaves) copies the row's new full blocks into pool blocks, evicting the
 least recently used free ones when the pool is full. Copies move K/V only, never compute it.
+
+A freed row keeps its K/V, so `row_hashes[row]` records which blocks its first positions hold
+(the hashes of a leading run of full blocks, as `load` put them there or `save` found them);
+`load` copies only the blocks after the run the row already has. Agents resending one system
+prompt one request after another land on the same row and copy nothing (the demo model's
+1,232-token prefix: 0.74 ms of copies per request before). Every way a row's positions change
+keeps the record true: a sequence writes only after its loaded prefix (`load` sets the record
+to that prefix, or empties it when nothing was loaded), and a row moved by
+`SlotKVCache.release` takes the record of the row it was copied from (`moved`).
 """
 
 from __future__ import annotations
@@ -30,6 +39,9 @@ class RowPrefixStore:
             )
             for _ in cache.layers
         ]
+        self.row_hashes: list[list[bytes]] = [[] for _ in range(cache.num_rows + 1)]
+        cache.moved = self.moved
+        self.num_loaded_blocks = 0  # blocks `load` copied into rows (not those already there)
 
     def lookup(self, seq: Sequence, hashes: list[bytes]) -> int:
         """Pin the cached blocks of `seq`'s longest cached prefix; its length in tokens."""
@@ -46,16 +58,34 @@ class RowPrefixStore:
         seq.prefix_blocks = []
 
     def load(self, seq: Sequence) -> None:
-        """Copy the pinned blocks into positions [0, n) of `seq`'s row, then unpin them."""
+        """Copy the pinned blocks into positions [0, n) of `seq`'s row (those the row does not
+        hold already), then unpin them. Called before every prefill step of `seq`."""
+        row = seq.kv_row
         if not seq.prefix_blocks:
+            if row is not None:  # the sequence writes from its cached count on: trust nothing
+                del self.row_hashes[row][seq.num_cached_tokens // self.block_size:]
             return
-        assert seq.kv_row is not None, "load needs the sequence's row"
-        ids = torch.tensor(seq.prefix_blocks, dtype=torch.long, device=self.layers[0][0].device)
-        n = len(seq.prefix_blocks) * self.block_size
-        for (k, v), (pk, pv) in zip(self.cache.layers, self.layers):  # gathered in place
-            torch.index_select(pk, 0, ids, out=k[seq.kv_row, :n].unflatten(0, (-1, self.block_size)))
-            torch.index_select(pv, 0, ids, out=v[seq.kv_row, :n].unflatten(0, (-1, self.block_size)))
+        assert row is not None, "load needs the sequence's row"
+        want = [self.pool.block_hash[b] for b in seq.prefix_blocks]
+        have = self.row_hashes[row]
+        same = 0
+        while same < min(len(have), len(want)) and have[same] == want[same]:
+            same += 1
+        if same < len(want):
+            blocks = seq.prefix_blocks[same:]
+            self.num_loaded_blocks += len(blocks)
+            ids = torch.tensor(blocks, dtype=torch.long, device=self.layers[0][0].device)
+            bs = self.block_size
+            start, n = same * bs, len(want) * bs
+            for (k, v), (pk, pv) in zip(self.cache.layers, self.layers):  # gathered in place
+                torch.index_select(pk, 0, ids, out=k[row, start:n].unflatten(0, (-1, bs)))
+                torch.index_select(pv, 0, ids, out=v[row, start:n].unflatten(0, (-1, bs)))
+        self.row_hashes[row] = want[: seq.num_cached_tokens // self.block_size]
         self.unpin(seq)
+
+    def moved(self, source: int, target: int) -> None:
+        """`SlotKVCache.release` copied row `source`'s written positions into row `target`."""
+        self.row_hashes[target] = list(self.row_hashes[source])
 
     def save(self, seq: Sequence, num_tokens: int) -> None:
         """Store the full blocks among `seq`'s first `num_tokens` positions (their K/V is in its
@@ -65,6 +95,7 @@ class RowPrefixStore:
         if row is None or full <= seq.num_saved_blocks:
             return
         hashes = extend_block_hashes(seq.block_hashes, seq.token_ids, self.block_size, full)
+        self.row_hashes[row] = hashes[:full]  # the row holds these blocks' K/V now
         sources, targets = [], []
         for i in range(seq.num_saved_blocks, full):
             if hashes[i] in self.pool.by_hash:

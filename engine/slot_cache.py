@@ -12,6 +12,8 @@ on CPU when the KV budget fits enough rows, and the paged layout otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from thinkgate.engine.sequence import Sequence
 
@@ -38,6 +40,7 @@ class SlotKVCache:
             for _ in range(num_layers)
         ]
         self.rows: list[Sequence] = []  # rows[i].kv_row == i
+        self.moved: Callable[[int, int], None] | None = None  # (source, target) after a move
 
     @property
     def scratch_row(self) -> int:
@@ -62,6 +65,8 @@ class SlotKVCache:
         for k, v in self.layers:
             k[row, :n].copy_(k[last.kv_row, :n])
             v[row, :n].copy_(v[last.kv_row, :n])
+        if self.moved is not None:
+            self.moved(last.kv_row, row)  # type: ignore[arg-type]
         last.kv_row = row
         self.rows[row] = last
 

@@ -100,6 +100,33 @@ def test_no_compile_after_warm_up(compiled: Any) -> None:
     assert _graphs() == before
 
 
+def test_cached_prefix_prefills_run_compiled_and_match_eager(compiled: Any, eager: Any) -> None:
+    import random
+
+    runner = compiled.llm_engine.runner
+    assert runner.compiled_prefill is not None and runner.compiled_prefill.ready
+    assert eager.llm_engine.runner.compiled_prefill is None
+    rng = random.Random(3)
+    prefix = [rng.randrange(10, 4000) for _ in range(180)]  # cached after the first request
+    prompts = [prefix + [rng.randrange(10, 4000) for _ in range(n)] for n in (2, 3, 17, 40, 9)]
+    params = SamplingParams(max_tokens=6, temperature=0, ignore_eos=True, logprobs=1)
+    for llm in (compiled, eager):  # the prefix's blocks into both caches
+        llm.generate([prefix + [11]], SamplingParams(max_tokens=1), use_tqdm=False)
+    before, steps = _graphs(), runner.compiled_prefill.num_steps
+    for batch in ([p] for p in prompts), [prompts[:3], prompts[2:]]:  # one row, then several
+        for group in batch:
+            ours = compiled.generate(group, params, use_tqdm=False)
+            theirs = eager.generate(group, params, use_tqdm=False)
+            for a, b in zip(ours, theirs):
+                assert a.num_cached_tokens > 0 and b.num_cached_tokens > 0
+                assert a.outputs[0].token_ids == b.outputs[0].token_ids
+                for tok, la, lb in zip(a.outputs[0].token_ids, a.outputs[0].logprobs,
+                                       b.outputs[0].logprobs):
+                    assert abs(la[tok].logprob - lb[tok].logprob) < 1e-3
+    assert runner.compiled_prefill.num_steps - steps >= len(prompts) + 2
+    assert _graphs() == before  # warm-up built every graph these steps needed
+
+
 def test_enforce_eager_default_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("THINKGATE_ENFORCE_EAGER", "1")
     assert EngineConfig().enforce_eager is True
@@ -117,5 +144,6 @@ def test_without_a_compiler_the_engine_runs_eagerly(demo_dir: str,
     monkeypatch.setenv("PATH", os.devnull)  # no g++ / c++ / clang++ to find
     llm = LLM(model=demo_dir, max_num_seqs=2, enforce_eager=False)
     assert llm.llm_engine.runner.compiled_decode is None
+    assert llm.llm_engine.runner.compiled_prefill is None
     params = SamplingParams(max_tokens=4, temperature=0, ignore_eos=True)
     assert len(llm.generate(["Hi"], params, use_tqdm=False)[0].outputs[0].token_ids) == 4
