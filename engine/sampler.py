@@ -47,8 +47,8 @@ class Sampler:
                     or p.top_p < 1 or p.min_p > 0):
                 return None
             temperatures.append(0.0 if p.greedy else p.temperature)
-        if len(seqs) > PLAIN_ROWS and any(temperatures):
-            return None
+        if len(seqs) > PLAIN_ROWS and any(temperatures) and not all(temperatures):
+            return None  # greedy and sampled rows mixed: the dense route sorts them
         return sample_plain(logits, temperatures, [seq.seed for seq in seqs],
                             [seq.num_output_tokens for seq in seqs])
 

@@ -26,9 +26,10 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from thinkgate.kernels.inverse_cdf import CHUNK
-from thinkgate.kernels.sample_rows_cpu import sampling_scale, workspace
+from thinkgate.kernels.sample_rows_cpu import sample_all, sampling_scale, workspace
 
-PLAIN_ROWS = 4  # sampled batches up to this size go row by row; larger ones take sample_rows
+PLAIN_ROWS = 4  # sampled batches up to this size go row by row; larger ones, every row
+# sampled, take `sample_rows`'s fused route directly
 _LN2 = 0.6931471805599453
 _M64 = 0xFFFFFFFFFFFFFFFF
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -55,9 +56,10 @@ def sample_plain(
 ) -> list[int] | None:
     """Token ids for CPU `logits` (B, V) float with no mask, filter, logprob or processor:
     rows with temperature <= 0 take the first maximal logit, the others one inverse-CDF draw
-    (`sample_rows`'s tokens exactly). None when the full path must decide: a sampled batch of
-    more than `PLAIN_ROWS` rows, V not a multiple of 64, a NaN or all -inf greedy row, or a
-    sampled row whose weights are not finite (NaN, +inf, x / T overflowing) or all zero."""
+    (`sample_rows`'s tokens exactly). None when the full path must decide: more than
+    `PLAIN_ROWS` rows mixing greedy and sampled ones, V not a multiple of 64, a NaN or all -inf
+    greedy row, or a sampled row whose weights are not finite (NaN, +inf, x / T overflowing)
+    or all zero."""
     num_rows, num_cols = logits.shape
     if num_cols == 0 or num_cols % CHUNK:
         return None
@@ -73,7 +75,12 @@ def sample_plain(
             return None
         return at.tolist()
     if num_rows > PLAIN_ROWS:
-        return None
+        if any(greedy):
+            return None
+        ids = sample_all(x, torch.from_numpy(np.array(temperatures, dtype=np.float32)),
+                          torch.from_numpy(np.array(seeds, dtype=np.int64)),
+                          torch.from_numpy(np.array(steps, dtype=np.int64)), 0)
+        return None if ids is None else ids.tolist()
     ids = []
     for row in range(num_rows):
         if greedy[row]:

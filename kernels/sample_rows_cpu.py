@@ -46,7 +46,7 @@ def sample_rows(
     num_rows = logits.shape[0]
     filtered = any(f is not None for f in filters)
     if bitmask is None and not filtered and not logprobs:
-        ids = _sample_all(logits, temperature, seeds, steps, draw)
+        ids = sample_all(logits, temperature, seeds, steps, draw)
         if ids is not None:
             return ids, None
     rows = use.nonzero()[:, 0] if bitmask is not None and use is not None else None
@@ -95,7 +95,7 @@ def sample_rows(
     return ids_t, lp
 
 
-def _sample_all(logits: torch.Tensor, temperature: torch.Tensor, seeds: torch.Tensor,
+def sample_all(logits: torch.Tensor, temperature: torch.Tensor, seeds: torch.Tensor,
                 steps: torch.Tensor, draw: int) -> torch.Tensor | None:
     """The common batch, every row sampled without mask or filter: ids from one fused softmax
     pass, or None (some row greedy, or a row whose weights are not finite: NaN, +inf or an

@@ -64,8 +64,24 @@ def test_the_full_path_decides_the_unusual_rows() -> None:
     assert sample_plain(banned, [1.0], [1], [0]) is None
     assert sample_plain(banned, [0.0], [1], [0]) is None
     assert sample_plain(torch.randn(1, 100), [1.0], [1], [0]) is None  # not a multiple of 64
-    many = torch.randn(PLAIN_ROWS + 1, 128)
-    assert sample_plain(many, [1.0] * (PLAIN_ROWS + 1), [0] * 5, [0] * 5) is None
+    many = torch.randn(PLAIN_ROWS + 1, 128)  # more rows: all sampled, or the full path
+    assert sample_plain(many, [0.0] + [1.0] * PLAIN_ROWS, [0] * 5, [0] * 5) is None
+    nan_many = many.clone()
+    nan_many[2, 3] = float("nan")
+    assert sample_plain(nan_many, [1.0] * (PLAIN_ROWS + 1), [0] * 5, [0] * 5) is None
+
+
+def test_larger_all_sampled_batches_take_the_fused_route() -> None:
+    gen = torch.Generator().manual_seed(9)
+    for rows in (PLAIN_ROWS + 1, 8, 32):
+        x = torch.randn(rows, 8064, generator=gen) * 3
+        temps = [[1.0, 0.7, 1.3][r % 3] for r in range(rows)]
+        seeds = [1000 + r for r in range(rows)]
+        steps = [r * 7 for r in range(rows)]
+        assert sample_plain(x, temps, seeds, steps) == _dense(x, temps, seeds, steps)
+        alone = [sample_plain(x[r:r + 1], temps[r:r + 1], seeds[r:r + 1], steps[r:r + 1])[0]
+                 for r in range(rows)]  # the row-by-row route gives each row the same id
+        assert alone == _dense(x, temps, seeds, steps)
 
 
 def test_the_uniform_is_the_dense_routes() -> None:
