@@ -5,7 +5,9 @@ bookkeeping (tensor-building, ~25 numpy and torch calls) than in its passes over
 `sample_plain` takes the rows' host values and draws each row with the same arithmetic as
 `sample_rows` (the same torch softmax into the same workspace, the same 64-column chunk sums,
 the same float64 running sums and uniform), so a row gets the same token here as on the dense
-route, alone or in any batch: only the number of calls differs. Anything out of the ordinary
+route, alone or in any batch: only the number of calls differs. Larger batches whose rows all
+sample go straight to `sample_rows`'s fused route (`sample_all`), all-greedy batches of any
+size take one numpy argmax. Anything out of the ordinary
 (a NaN, a row with no finite weight, a vocabulary that is not a multiple of 64 columns) returns
 None, and the caller takes the full path.
 
