@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -31,6 +32,21 @@ log = logging.getLogger("thinkgate.engine")
 # (batch, keys per row, first row) run at warm-up: two values of each per graph, so every int
 # that varies between steps (batch size, key count, first row) is traced as a symbol
 _WARM_SHAPES = ((1, 3, 0), (1, 4, 1), (2, 5, 0), (3, 6, 1))
+
+
+def compile_now(what: str, compile_all: Callable[[], None]) -> float | None:
+    """Run `compile_all` (warm-up calls that compile every graph of `what`): its seconds, or
+    None when compiling failed (logged; the caller then runs eagerly)."""
+    start = time.perf_counter()
+    try:
+        compile_all()
+    except Exception as exc:  # noqa: BLE001 - any compile failure means "run eagerly"
+        log.warning("torch.compile of the %s failed (%s: %s); running eagerly", what,
+                    type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+        return None
+    seconds = time.perf_counter() - start
+    log.info("%s compiled with torch.compile in %.1f s", what, seconds)
+    return seconds
 
 
 def compiler_available() -> bool:
@@ -58,40 +74,40 @@ class CompiledDecode:
         read); reads cover rows [0, batch) or the scratch block, whose contents do not matter.
         Contiguous layout: a "block" is a whole row. False (and eager from then on) when
         compiling fails."""
-        start = time.perf_counter()
-        device = kv_layers[0][0].device
-        try:
-            for ragged in (False, True):
-                for index, (batch, keys, first) in enumerate(_WARM_SHAPES):
-                    if paged:  # 2 or 3 blocks of keys; tables one block wider, as the runner pads
-                        keys, first = (1 + index % 2) * block_size + 1, 0
-                    if first + batch > max_batch or keys >= max_keys or (ragged and batch == 1):
-                        continue  # one row is never ragged
-                    lens = [keys] * batch
-                    if ragged:
-                        lens[0] = keys - 1  # rows of unequal length: the masked graph
-                    positions = torch.tensor([[n - 1] for n in lens], device=device)
-                    slots = torch.full((batch,), scratch_block * block_size, device=device)
-                    tables = None
-                    if paged:
-                        width = -(-keys // block_size) + 1
-                        tables = torch.full((batch, width), scratch_block, device=device)
-                    meta = build_attention_metadata(positions, slots, tables, lens, False, first)
-                    ids = torch.zeros((batch, 1), dtype=torch.long, device=device)
-                    if batch > 1:  # dynamic from the first compile (size 1 is specialized)
-                        for tensor in (ids, positions, slots, meta.attn_mask, tables):
-                            if tensor is not None:
-                                torch._dynamo.mark_dynamic(tensor, 0)
-                    if tables is not None:
-                        torch._dynamo.mark_dynamic(tables, 1)
-                    if meta.attn_mask is not None:
-                        torch._dynamo.mark_dynamic(meta.attn_mask, 3)
-                    self.compiled(ids, positions, meta, kv_layers)
-        except Exception as exc:  # noqa: BLE001 - any compile failure means "run eagerly"
-            log.warning("torch.compile of the decode step failed (%s: %s); running eagerly",
-                        type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+        seconds = compile_now("decode step", lambda: self._run_warm_shapes(
+            kv_layers, block_size, scratch_block, max_batch, max_keys, paged))
+        if seconds is None:
             return False
-        self.compile_seconds = time.perf_counter() - start
-        self.ready = True
-        log.info("decode step compiled with torch.compile in %.1f s", self.compile_seconds)
+        self.compile_seconds, self.ready = seconds, True
         return True
+
+    def _run_warm_shapes(self, kv_layers: list[tuple[torch.Tensor, torch.Tensor]],
+                         block_size: int, scratch_block: int, max_batch: int, max_keys: int,
+                         paged: bool) -> None:
+        device = kv_layers[0][0].device
+        for ragged in (False, True):
+            for index, (batch, keys, first) in enumerate(_WARM_SHAPES):
+                if paged:  # 2 or 3 blocks of keys; tables one block wider, as the runner pads
+                    keys, first = (1 + index % 2) * block_size + 1, 0
+                if first + batch > max_batch or keys >= max_keys or (ragged and batch == 1):
+                    continue  # one row is never ragged
+                lens = [keys] * batch
+                if ragged:
+                    lens[0] = keys - 1  # rows of unequal length: the masked graph
+                positions = torch.tensor([[n - 1] for n in lens], device=device)
+                slots = torch.full((batch,), scratch_block * block_size, device=device)
+                tables = None
+                if paged:
+                    width = -(-keys // block_size) + 1
+                    tables = torch.full((batch, width), scratch_block, device=device)
+                meta = build_attention_metadata(positions, slots, tables, lens, False, first)
+                ids = torch.zeros((batch, 1), dtype=torch.long, device=device)
+                if batch > 1:  # dynamic from the first compile (size 1 is specialized)
+                    for tensor in (ids, positions, slots, meta.attn_mask, tables):
+                        if tensor is not None:
+                            torch._dynamo.mark_dynamic(tensor, 0)
+                if tables is not None:
+                    torch._dynamo.mark_dynamic(tables, 1)
+                if meta.attn_mask is not None:
+                    torch._dynamo.mark_dynamic(meta.attn_mask, 3)
+                self.compiled(ids, positions, meta, kv_layers)

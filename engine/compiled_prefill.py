@@ -20,14 +20,11 @@ compiling fails.
 
 from __future__ import annotations
 
-import logging
-import time
 from typing import Any
 
 import torch
+from thinkgate.engine.compiled_decode import compile_now
 from thinkgate.engine.kv_cache import AttentionMetadata, build_attention_metadata
-
-log = logging.getLogger("thinkgate.engine")
 
 # (rows, new tokens per row, keys of the longest row, first row): two shapes per graph, so every
 # int that varies between steps is traced as a symbol
@@ -67,26 +64,25 @@ class CompiledPrefill:
         """Compile both graphs now. K/V writes go to the scratch row (never read); reads cover
         rows [first, first + rows), whose contents do not matter. False (and eager from then on)
         when compiling fails."""
-        start = time.perf_counter()
-        device = kv_layers[0][0].device
-        try:
-            for rows, new, keys, first in _WARM_SHAPES:
-                if first + rows > max_rows or keys >= row_len:
-                    continue
-                lens = [keys - i for i in range(rows)]  # unequal rows, each with a cached part
-                positions = torch.tensor([[n - new + j for j in range(new)] for n in lens],
-                                         device=device)
-                slots = torch.full((rows * new,), scratch_row * row_len, device=device)
-                meta = build_attention_metadata(positions, slots, None, lens, False, first)
-                assert self.applies(positions, meta)
-                ids = torch.zeros((rows, new), dtype=torch.long, device=device)
-                self.compiled(ids, positions, meta, kv_layers)
-        except Exception as exc:  # noqa: BLE001 - any compile failure means "run eagerly"
-            log.warning("torch.compile of the prefill step failed (%s: %s); running eagerly",
-                        type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+        seconds = compile_now("masked prefill step",
+                              lambda: self._run_warm_shapes(kv_layers, row_len, scratch_row,
+                                                            max_rows))
+        if seconds is None:
             return False
-        self.compile_seconds = time.perf_counter() - start
-        self.ready = True
-        log.info("masked prefill step compiled with torch.compile in %.1f s",
-                 self.compile_seconds)
+        self.compile_seconds, self.ready = seconds, True
         return True
+
+    def _run_warm_shapes(self, kv_layers: list[tuple[torch.Tensor, torch.Tensor]],
+                         row_len: int, scratch_row: int, max_rows: int) -> None:
+        device = kv_layers[0][0].device
+        for rows, new, keys, first in _WARM_SHAPES:
+            if first + rows > max_rows or keys >= row_len:
+                continue
+            lens = [keys - i for i in range(rows)]  # unequal rows, each with a cached part
+            positions = torch.tensor([[n - new + j for j in range(new)] for n in lens],
+                                     device=device)
+            slots = torch.full((rows * new,), scratch_row * row_len, device=device)
+            meta = build_attention_metadata(positions, slots, None, lens, False, first)
+            assert self.applies(positions, meta)
+            ids = torch.zeros((rows, new), dtype=torch.long, device=device)
+            self.compiled(ids, positions, meta, kv_layers)

@@ -28,11 +28,15 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from thinkgate.kernels.inverse_cdf import CHUNK
-from thinkgate.kernels.sample_rows_cpu import sample_all, sampling_scale, workspace
+from thinkgate.kernels.sample_rows_cpu import (
+    inverse_temperature,
+    sample_all,
+    sampling_scale,
+    workspace,
+)
 
 PLAIN_ROWS = 4  # sampled batches up to this size go row by row; larger ones, every row
 # sampled, take `sample_rows`'s fused route directly
-_LN2 = 0.6931471805599453
 _M64 = 0xFFFFFFFFFFFFFFFF
 _GOLDEN = 0x9E3779B97F4A7C15
 _INVERSE_TEMPERATURE: dict[float, float] = {}  # T -> fp32 ln(2) * log2(e) / T, as sample_rows
@@ -112,7 +116,7 @@ def _draw_row(x: torch.Tensor, temperature: float, seed: int, step: int) -> int 
     inv_t = _INVERSE_TEMPERATURE.get(temperature)
     if inv_t is None:
         scale = sampling_scale(np.array([temperature], dtype=np.float32))
-        inv_t = float((scale.astype(np.float64) * _LN2).astype(np.float32)[0])
+        inv_t = float(inverse_temperature(scale)[0])
         if len(_INVERSE_TEMPERATURE) < 1024:
             _INVERSE_TEMPERATURE[temperature] = inv_t
     w = workspace(1, num_cols)

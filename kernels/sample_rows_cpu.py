@@ -125,7 +125,7 @@ def weights(x: torch.Tensor, best: torch.Tensor, scale: np.ndarray, slot: int = 
         return exp2_weights(x, best, scale, slot)
     w = softmax_weights(x, scale, slot)
     with np.errstate(over="ignore"):
-        safe = np.isfinite(best.numpy() * _inverse_temperature(scale))
+        safe = np.isfinite(best.numpy() * inverse_temperature(scale))
     if not safe.all():
         exp2_rows(w, x, best, scale, np.flatnonzero(~safe))
     return w
@@ -162,14 +162,15 @@ def softmax_weights(x: torch.Tensor, scale: np.ndarray, slot: int = 0) -> torch.
     +inf, overflows x / T or bans every column."""
     num_rows, num_cols = x.shape
     w = workspace(num_rows, num_cols, slot)
-    inv_t = _inverse_temperature(scale)
+    inv_t = inverse_temperature(scale)
     if x.dtype == torch.float32 and (inv_t == 1).all():
         return torch._softmax(x, 1, False, out=w)
     torch.mul(x, torch.from_numpy(inv_t)[:, None], out=w)
     return torch._softmax(w, 1, False, out=w)  # (in place: each row is read before written)
 
 
-def _inverse_temperature(scale: np.ndarray) -> np.ndarray:
+def inverse_temperature(scale: np.ndarray) -> np.ndarray:
+    """fp32 ln(2) * `scale` = 1 / T per row: the factor `softmax_weights` multiplies x by."""
     return (scale.astype(np.float64) * _LN2).astype(np.float32)
 
 

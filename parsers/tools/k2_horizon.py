@@ -17,7 +17,6 @@ import re
 from typing import Any
 
 from thinkgate.parsers.types import (
-    Content,
     Event,
     ToolArgs,
     ToolContext,
@@ -27,6 +26,7 @@ from thinkgate.parsers.types import (
 )
 
 from .convert import convert_value, property_schema, tool_parameters
+from .held_block import HeldBlockSection
 from .spec import ToolSpec
 from .tool_format import SpecToolFormat
 
@@ -96,33 +96,20 @@ def parse_block(body: str, fmt: str | None, tools: Any) -> list[tuple[str, dict]
     return calls if calls and not body[at:].strip() else None
 
 
-class K2HorizonSection(ToolSection):
+class K2HorizonSection(HeldBlockSection):
     def __init__(self, ctx: ToolContext) -> None:
+        super().__init__(OPEN, CLOSE)
         self.fmt = call_format(ctx.chat_template_kwargs)
         self.tools = ctx.tools
-        self.held: list[str] = []
-        self.tail = ""  # the last len(CLOSE)-1 characters, to find a marker split over deltas
 
-    def feed(self, text: str) -> tuple[list[Event], str | None]:
-        window = self.tail + text
-        at = window.find(CLOSE)
-        if at < 0:
-            self.held.append(text)
-            self.tail = window[-(len(CLOSE) - 1):]
-            return [], None
-        full = "".join(self.held) + text  # once per block, at its end
-        pos = len(full) - len(window) + at
-        body, rest = full[:pos], full[pos + len(CLOSE):]
+    def read(self, body: str) -> list[Event] | None:
         calls = parse_block(body, self.fmt, self.tools)
         if calls is None:
-            return [Content(OPEN + body + CLOSE)], rest
+            return None
         events: list[Event] = []
         for name, args in calls:
             events += [ToolStart(name), ToolArgs(json.dumps(args, ensure_ascii=False)), ToolEnd()]
-        return events, rest
-
-    def finish(self) -> list[Event]:
-        return [Content(OPEN + "".join(self.held))]
+        return events
 
 
 class K2HorizonFormat(SpecToolFormat):

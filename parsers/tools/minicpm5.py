@@ -27,7 +27,6 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from thinkgate.parsers.types import (
-    Content,
     Event,
     ToolArgs,
     ToolContext,
@@ -37,6 +36,7 @@ from thinkgate.parsers.types import (
 )
 
 from .convert import tool_parameters
+from .held_block import HeldBlockSection
 from .tool_format import SpecToolFormat
 
 CLOSE = "</function>"
@@ -155,31 +155,17 @@ def read_block(block: str, tools: list | None) -> tuple[str, dict[str, Any]] | N
     return name, args
 
 
-class MiniCPM5Section(ToolSection):
+class MiniCPM5Section(HeldBlockSection):
     def __init__(self, marker: str, ctx: ToolContext) -> None:
-        self.marker = marker
+        super().__init__(marker, CLOSE)
         self.tools = ctx.tools
-        self.held: list[str] = []
-        self.tail = ""  # the last len(CLOSE)-1 characters, to find the end split over deltas
 
-    def feed(self, text: str) -> tuple[list[Event], str | None]:
-        window = self.tail + text
-        at = window.find(CLOSE)
-        if at < 0:
-            self.held.append(text)
-            self.tail = window[-(len(CLOSE) - 1):]
-            return [], None
-        full = "".join(self.held) + text  # once per block, at its end
-        pos = len(full) - len(window) + at
-        rest = full[pos + len(CLOSE):]
-        call = read_block("<function name=" + normalise(full[:pos]) + CLOSE, self.tools)
+    def read(self, body: str) -> list[Event] | None:
+        call = read_block("<function name=" + normalise(body) + CLOSE, self.tools)
         if call is None:
-            return [Content(self.marker + full[:pos] + CLOSE)], rest
+            return None
         name, args = call
-        return [ToolStart(name), ToolArgs(json.dumps(args, ensure_ascii=False)), ToolEnd()], rest
-
-    def finish(self) -> list[Event]:
-        return [Content(self.marker + "".join(self.held))]
+        return [ToolStart(name), ToolArgs(json.dumps(args, ensure_ascii=False)), ToolEnd()]
 
 
 class MiniCPM5Format(SpecToolFormat):
