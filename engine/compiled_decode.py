@@ -33,6 +33,12 @@ log = logging.getLogger("thinkgate.engine")
 # that varies between steps (batch size, key count, first row) is traced as a symbol
 _WARM_SHAPES = ((1, 3, 0), (1, 4, 1), (2, 5, 0), (3, 6, 1))
 
+# Inductor options for the CPU step graphs. `cpp_wrapper`: the code that calls the graph's
+# kernels (allocations, size checks, the matmul and SDPA calls) is C++ instead of Python; at
+# ~60 calls per step that is ~150 us less per demo-model step at batch 32 (~8%) and the same
+# kernels (benchmarks/RESULTS.md, "torch.compile on the CPU decode step")
+INDUCTOR_OPTIONS = {"cpp_wrapper": True}
+
 
 def compile_now(what: str, compile_all: Callable[[], None]) -> float | None:
     """Run `compile_all` (warm-up calls that compile every graph of `what`): its seconds, or
@@ -58,7 +64,8 @@ class CompiledDecode:
     """`forward(input_ids, positions, meta, kv_layers)` of the model, compiled; `warm_up` first."""
 
     def __init__(self, model: torch.nn.Module) -> None:
-        self.compiled: Any = torch.compile(model.forward, dynamic=True, fullgraph=True)
+        self.compiled: Any = torch.compile(model.forward, dynamic=True, fullgraph=True,
+                                            options=INDUCTOR_OPTIONS)
         self.ready = False
         self.compile_seconds = 0.0
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from thinkgate.engine.compiled_decode import compile_now
+from thinkgate.engine.compiled_decode import INDUCTOR_OPTIONS, compile_now
 from thinkgate.engine.kv_cache import AttentionMetadata, build_attention_metadata
 
 # (rows, new tokens per row, keys of the longest row, first row): two shapes per graph, so every
@@ -42,7 +42,8 @@ class CompiledPrefill:
         # TorchDynamo keeps compiled graphs per code object and checks their guards in turn on
         # every call: a function of its own keeps these graphs out of the decode step's list
         # (whose every step would otherwise test their guards first, ~30 us each)
-        self.compiled: Any = torch.compile(prefill_forward, dynamic=True, fullgraph=True)
+        self.compiled: Any = torch.compile(prefill_forward, dynamic=True, fullgraph=True,
+                                            options=INDUCTOR_OPTIONS)
         self.ready = False
         self.compile_seconds = 0.0
         self.num_steps = 0  # steps run through the compiled graphs after warm-up

@@ -12,6 +12,7 @@ step's one sync). Logprobs, when asked, are those of the raw model distribution 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from thinkgate.engine.outputs import Logprob
@@ -40,14 +41,13 @@ class Sampler:
     def _sample_plain(self, logits: torch.Tensor, seqs: list[Sequence]) -> list[int] | None:
         """`kernels.sample_plain` when every row has only a temperature (no logprobs,
         processors or top-k/top-p/min-p): the same ids as `kernels.sample`, fewer calls."""
-        temperatures = []
-        for seq in seqs:
-            p = seq.params
-            if (seq.has_logits_processors or p.logprobs is not None or p.top_k > 0
-                    or p.top_p < 1 or p.min_p > 0):
-                return None
-            temperatures.append(0.0 if p.greedy else p.temperature)
-        if len(seqs) > PLAIN_ROWS and any(temperatures) and not all(temperatures):
+        plain = [seq.plain_temperature for seq in seqs]
+        if None in plain:
+            return None
+        temperatures = cast("list[float]", plain)
+        if not any(temperatures):  # all greedy: seeds and steps are not read
+            return sample_plain(logits, temperatures, (), ())
+        if len(seqs) > PLAIN_ROWS and not all(temperatures):
             return None  # greedy and sampled rows mixed: the dense route sorts them
         return sample_plain(logits, temperatures, [seq.seed for seq in seqs],
                             [seq.num_output_tokens for seq in seqs])

@@ -137,9 +137,14 @@ class Scheduler:
                 seq.token_ids.append(token)
             if seq.is_finished or self._check_stop(seq, token):
                 seq.detokenizer.flush()
-                self.block_manager.free(seq)
-                self.running.remove(seq)
                 finished.append(seq)
+        if len(finished) > 1 and finished[0].kv_row is not None:
+            # contiguous layout: a freed row takes the last row's sequence (a copy of its K/V);
+            # freeing from the last row down copies none when the batch's tail rows finish
+            finished.sort(key=lambda seq: seq.kv_row, reverse=True)  # type: ignore[arg-type, return-value]
+        for seq in finished:
+            self.block_manager.free(seq)
+            self.running.remove(seq)
         return finished
 
     def _append_forced(self, seq: Sequence) -> bool:

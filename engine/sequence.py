@@ -68,6 +68,12 @@ class Sequence:
         self.has_logits_processors = bool(
             params.has_penalties or params.logit_bias or params.min_tokens
         )
+        # the CPU sampler's short route (kernels/sample_plain_cpu.py): the row's temperature
+        # (0.0 greedy) when it asks for nothing else, else None; params never change
+        plain = not (self.has_logits_processors or params.logprobs is not None
+                     or params.top_k > 0 or params.top_p < 1 or params.min_p > 0)
+        self.plain_temperature: float | None = (
+            (0.0 if params.greedy else params.temperature) if plain else None)
         self.force_finish: tuple[str, int | str | None] | None = None  # set by hooks
         # jump-forward: ids the grammar forces after the last token, already accepted by its
         # matcher; the next forward computes them with that token, and they become output

@@ -65,7 +65,8 @@ def sample_plain(
     (`sample_rows`'s tokens exactly). None when the full path must decide: more than
     `PLAIN_ROWS` rows mixing greedy and sampled ones, V not a multiple of 64, a NaN or all -inf
     greedy row, or a sampled row whose weights are not finite (NaN, +inf, x / T overflowing)
-    or all zero."""
+    or all zero. `seeds` and `steps` are read for sampled rows only (empty when all are
+    greedy)."""
     num_rows, num_cols = logits.shape
     if num_cols == 0 or num_cols % CHUNK:
         return None

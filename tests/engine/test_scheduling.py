@@ -148,3 +148,31 @@ def test_a_lone_arrival_waits_a_few_decode_steps_then_joins(demo_dir: str) -> No
     assert not engine.scheduler.waiting and engine.scheduler.num_decode_steps == decodes_before
     while engine.has_unfinished_requests():
         engine.step()
+
+
+def test_rows_that_finish_together_are_freed_without_moving_kv(demo_dir: str) -> None:
+    """Contiguous layout: a freed row takes the last row's sequence (a K/V copy). Rows that
+    finish in the same step are freed from the last one down, so none moves; a row finishing
+    alone in the middle still moves the last one into its place, and tokens stay the same."""
+    llm = LLM(model=demo_dir, kv_layout="contiguous", max_model_len=128, enforce_eager=True)
+    cache = llm.llm_engine.kv_cache
+    assert type(cache).__name__ == "SlotKVCache"
+    moves: list[tuple[int, int]] = []
+    inner = cache.moved
+
+    def record(source: int, target: int) -> None:
+        moves.append((source, target))
+        if inner is not None:
+            inner(source, target)
+
+    cache.moved = record
+    prompts = [[11 + i, 200 + i, 300 + i] for i in range(5)]
+    together = llm.generate(prompts, greedy(6), use_tqdm=False)
+    assert moves == [] and cache.rows == []
+    apart = [greedy(3)] + [greedy(6)] * 4  # row 0 ends first: the last row moves into it
+    staggered = llm.generate(prompts, apart, use_tqdm=False)
+    assert moves and moves[0][1] == 0 and cache.rows == []
+    assert [o.outputs[0].token_ids[:3] for o in staggered] == [
+        o.outputs[0].token_ids[:3] for o in together]
+    assert [o.outputs[0].token_ids for o in staggered[1:]] == [
+        o.outputs[0].token_ids for o in together[1:]]
