@@ -34,9 +34,9 @@ log = logging.getLogger("thinkgate.engine")
 _WARM_SHAPES = ((1, 3, 0), (1, 4, 1), (2, 5, 0), (3, 6, 1))
 
 # Inductor options for the CPU step graphs. `cpp_wrapper`: the code that calls the graph's
-# kernels (allocations, size checks, the matmul and SDPA calls) is C++ instead of Python; at
-# ~60 calls per step that is ~150 us less per demo-model step at batch 32 (~8%) and the same
-# kernels (benchmarks/RESULTS.md, "torch.compile on the CPU decode step")
+# kernels (allocations, size checks, the matmul and SDPA calls, ~60 per step) is C++ instead of
+# Python; the same kernels run. Demo model, batch 32 greedy, one thread: +1.5-4.6% tokens/s in
+# alternating A/B runs (benchmarks/RESULTS.md, "Run 8")
 INDUCTOR_OPTIONS = {"cpp_wrapper": True}
 
 
