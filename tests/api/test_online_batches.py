@@ -315,15 +315,16 @@ def _journal_rows(path: Path) -> dict[str, dict[str, Any]]:
 def test_killed_server_resumes_the_batch(server: Any, server_factory: Any, batch_dir: Path,
                                          client: openai.OpenAI) -> None:
     """Last in this module: it kills the module's server (one server start fewer)."""
-    ids = [f"p{i}" for i in range(12)]
-    file = upload(client, [completion_line(c, f"item_{c} = ", max_tokens=8) for c in ids])
+    # enough work (4 lines in flight at a time) that the kill lands with lines still to run
+    ids = [f"p{i}" for i in range(48)]
+    file = upload(client, [completion_line(c, f"item_{c} = ", max_tokens=16) for c in ids])
     batch = client.batches.create(input_file_id=file.id, endpoint="/v1/completions",
                                   completion_window="24h")
     journal = batch_dir / "batches" / f"{batch.id}.journal"
     deadline = time.monotonic() + 120
     while len(_journal_rows(journal)) < 3:
         assert time.monotonic() < deadline, "the batch made no progress"
-        time.sleep(0.05)
+        time.sleep(0.01)
     os.killpg(server.proc.pid, signal.SIGKILL)  # the server and its engine core, no cleanup
     server.proc.wait()
     before = _journal_rows(journal)
