@@ -71,7 +71,7 @@ lock:
 	{ echo "# make install's versions: the newest pyproject.toml allowed on $$(date -u +%F),"; \
 	  echo "# which passed make test-latest (Linux x86_64, $$($(LATEST)/bin/python -V))."; \
 	  echo "# Renew: make test-latest && make lock. torch is not pinned here (Makefile)."; \
-	  $(LATEST)/bin/pip freeze --all --exclude-editable | grep -viE '^(torch|nvidia-|cuda-)'; \
+	  $(LATEST)/bin/pip freeze --all --exclude-editable | grep -viE '^(torch==|nvidia-|cuda-)'; \
 	} > $(LOCK)
 	@echo "wrote $(LOCK); commit it"
 

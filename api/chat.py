@@ -29,7 +29,7 @@ from thinkgate.api.chat_constraints import (
     chat_constraint,
     normalize_tool_choice,
 )
-from thinkgate.api.prompt_tokens import PromptTokenizer
+from thinkgate.api.prompt_tokens import PromptTokenizer, encode_bounded
 from thinkgate.engine.constrained import install_constrained_decoding
 from thinkgate.engine.outputs import CompletionOutput, RequestOutput
 from thinkgate.engine.sampling_params import SamplingParams
@@ -121,8 +121,10 @@ class ChatLayer:
     def __init__(self, tokenizer: Any, *, reasoning_parser: str | None = None,
                  tool_call_parser: str | None = None,
                  enable_auto_tool_choice: bool | None = None, chat_template: str | None = None,
-                 default_chat_template_kwargs: Mapping[str, Any] | None = None) -> None:
+                 default_chat_template_kwargs: Mapping[str, Any] | None = None,
+                 max_prompt_tokens: int | None = None) -> None:
         self.tokenizer = tokenizer
+        self.max_prompt_tokens = max_prompt_tokens  # longer prompts: PromptTooLong, found early
         self.reasoning_parser = reasoning_parser
         self.tool_call_parser = tool_call_parser
         self.enable_auto_tool_choice = (tool_call_parser is not None
@@ -173,7 +175,11 @@ class ChatLayer:
         seen before (a repeated system prompt or tool list; api/prompt_tokens.py)."""
         if self._prompt_tokenizer is None:
             self._prompt_tokenizer = PromptTokenizer(self.tokenizer)
-        return self._prompt_tokenizer.encode(prompt)
+        return encode_bounded(self._prompt_tokenizer.encode, prompt, self.max_prompt_tokens,
+                              encode_chunk=self._encode_plain)
+
+    def _encode_plain(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def render(self, messages: Sequence[Message], tools: list[dict[str, Any]] | None,
                chat_template_kwargs: Mapping[str, Any], add_generation_prompt: bool = True,
@@ -324,7 +330,7 @@ def chat_layer_for(llm: Any) -> ChatLayer:
         if engine.config.model is None:
             options = {**DEMO_PARSERS, **options}
         install_constrained_decoding(engine, options.get("reasoning_parser"))
-        layer = ChatLayer(engine.tokenizer, **options)
+        layer = ChatLayer(engine.tokenizer, **options, max_prompt_tokens=engine.max_model_len)
         llm._chat_layer = layer
     return layer
 

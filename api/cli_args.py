@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from thinkgate.api.server.guard import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_UPLOAD_BYTES
 from thinkgate.parsers.auto import AUTO, resolve_auto_parsers
 
 DEMO_REASONING_PARSER = "qwen3"
@@ -106,11 +107,22 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-key", default=None,
                    help="require `Authorization: Bearer KEY` on /v1, /tokenize, /detokenize "
                         "(env THINKGATE_API_KEY also works)")
-    p.add_argument("--allowed-origins", type=_json_list, default=["*"],
-                   help='CORS origins as a JSON list, e.g. \'["http://localhost:3000"]\'')
-    p.add_argument("--allowed-methods", type=_json_list, default=["*"])
-    p.add_argument("--allowed-headers", type=_json_list, default=["*"])
-    p.add_argument("--allow-credentials", action="store_true")
+    p.add_argument("--allowed-origins", type=_json_list, default=None,
+                   help='CORS origins as a JSON list, e.g. \'["http://localhost:3000"]\'; '
+                        '\'["*"]\' allows any (default: loopback origins and the server\'s own)')
+    p.add_argument("--allowed-methods", type=_json_list, default=["*"],
+                   help="CORS methods as a JSON list")
+    p.add_argument("--allowed-headers", type=_json_list, default=["*"],
+                   help="CORS headers as a JSON list")
+    p.add_argument("--allow-credentials", action="store_true", help="CORS credentials")
+    p.add_argument("--allowed-hosts", type=_json_list, default=None,
+                   help="Host names answered besides loopback ones, as a JSON list; '[\"*\"]' "
+                        "any (default: loopback names only when bound to a loopback address, "
+                        "any name otherwise)")
+    p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES,
+                   help="larger request bodies get 413 before they are read (default 32 MiB)")
+    p.add_argument("--max-upload-bytes", type=int, default=DEFAULT_MAX_UPLOAD_BYTES,
+                   help="the same for POST /v1/files uploads (default 512 MiB)")
     p.add_argument("--max-concurrent-requests", type=int, default=512,
                    help="generation requests in flight (running + queued) before answering 429")
     p.add_argument("--responses-store-size", type=int, default=1024,

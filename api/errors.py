@@ -111,9 +111,9 @@ def to_error(exc: BaseException) -> tuple[int, dict[str, Any]]:
         return HTTPStatus.SERVICE_UNAVAILABLE, error_body(
             f"The engine is not running: {exc}", "server_error", None, "engine_dead")
     if isinstance(exc, (ValueError, TypeError, KeyError)):
-        param = getattr(exc, "param", None)
+        param, code = getattr(exc, "param", None), getattr(exc, "code", None)
         message = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-        return 400, error_body(message, "invalid_request_error", param, None)
+        return 400, error_body(message, "invalid_request_error", param, code)
     logger.exception("internal error while serving a request", exc_info=exc)
     status = HTTPStatus.INTERNAL_SERVER_ERROR
     return status, error_body(f"internal server error: {type(exc).__name__}", "server_error",

@@ -11,6 +11,11 @@ from typing import Any
 
 from thinkgate.api.metrics import ServerMetrics
 from thinkgate.api.server.app import ServerConfig, ServerState, build_app
+from thinkgate.api.server.guard import (
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_UPLOAD_BYTES,
+    allowed_hosts_for,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -102,10 +107,15 @@ def build_state(ns: argparse.Namespace, engine: Any | None = None) -> ServerStat
     load_plugins(ns)
     get_parser(ns.tool_call_parser, ns.reasoning_parser)  # unknown names fail before the load
     engine = engine if engine is not None else start_engine(ns)
+    origins = getattr(ns, "allowed_origins", None)
     config = ServerConfig(
         served_model_names=tuple(ns.served_model_name),
         api_key=getattr(ns, "api_key", None) or os.environ.get("THINKGATE_API_KEY"),
-        allowed_origins=tuple(getattr(ns, "allowed_origins", ["*"])),
+        allowed_origins=tuple(origins) if origins is not None else None,
+        allowed_hosts=allowed_hosts_for(getattr(ns, "host", None),
+                                        getattr(ns, "allowed_hosts", None)),
+        max_request_bytes=getattr(ns, "max_request_bytes", DEFAULT_MAX_REQUEST_BYTES),
+        max_upload_bytes=getattr(ns, "max_upload_bytes", DEFAULT_MAX_UPLOAD_BYTES),
         allowed_methods=tuple(getattr(ns, "allowed_methods", ["*"])),
         allowed_headers=tuple(getattr(ns, "allowed_headers", ["*"])),
         allow_credentials=getattr(ns, "allow_credentials", False),
@@ -115,7 +125,7 @@ def build_state(ns: argparse.Namespace, engine: Any | None = None) -> ServerStat
         max_batch_in_flight=getattr(ns, "max_batch_in_flight", 64),
     )
     metrics = ServerMetrics(config.served_model_names[0])
-    chat = ChatLayer(engine.tokenizer, **chat_kwargs(ns))
+    chat = ChatLayer(engine.tokenizer, **chat_kwargs(ns), max_prompt_tokens=engine.max_model_len)
     state = ServerState(engine=engine, config=config, metrics=metrics, chat=chat,
                         max_model_len=engine.max_model_len,
                         max_num_seqs=getattr(ns, "max_num_seqs", None))
@@ -144,6 +154,10 @@ def serve(ns: argparse.Namespace) -> None:
     import uvicorn
 
     state = build_state(ns)
+    if state.config.allowed_origins is not None and "*" in state.config.allowed_origins \
+            and not state.config.api_key:
+        logger.warning("--allowed-origins allows any origin and no --api-key is set: any web "
+                       "page open in a browser on this machine can use this server")
     app = build_app(state)
     # What start-up loaded (transformers, the tokenizer, pydantic models) lives as long as the
     # server: moving it out of the collector's generations keeps full collections short while

@@ -25,6 +25,7 @@ import itertools
 import json
 import re
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 # normalizers and pre-tokenizers that act on each piece the same wherever it sits
@@ -35,6 +36,60 @@ _PROBE_TEXTS = ("", "a", " ", "\n", "\n\n", "  x", "hello world", " 12345 ", "é
                 "x\n\n", "{\"k\": [1, 2]}", "\t-")
 MIN_CACHED_CHARS = 64  # shorter pieces cost less to tokenize than to remember
 PROBED_SEPARATORS = 4  # the probe tries this many (those in the chat template first)
+
+
+# encode_bounded: prompts up to this many characters per allowed token are tokenized whole at
+# once (real text runs 3-5 characters a token); longer ones are counted in chunks first
+WHOLE_CHARS_PER_TOKEN = 8
+CHUNK_CHARS = 1 << 16
+BOUNDARY_SLACK = 8  # tokens a cut between chunks (made at whitespace) may add to the count
+
+
+class PromptTooLong(ValueError):
+    """A prompt surely longer than the model's context, found without tokenizing all of it."""
+
+    code = "context_length_exceeded"
+
+    def __init__(self, at_least: int, max_tokens: int, param: str = "messages") -> None:
+        super().__init__(f"This model's maximum context length is {max_tokens} tokens. However, "
+                         f"the prompt has more than {at_least} tokens. Please reduce the length "
+                         "of the input.")
+        self.at_least, self.max_tokens, self.param = at_least, max_tokens, param
+
+
+def encode_bounded(encode: Callable[[str], list[int]], text: str, max_tokens: int | None,
+                   param: str = "messages",
+                   encode_chunk: Callable[[str], list[int]] | None = None) -> list[int]:
+    """`encode(text)`, or PromptTooLong when `text` has more than `max_tokens` tokens, found by
+    tokenizing (with `encode_chunk`, default `encode`) about `max_tokens` tokens' worth of it: a
+    20 MB prompt costs what its first context window costs, not seconds and gigabytes, and holds
+    the GIL a chunk at a time."""
+    encode_chunk = encode_chunk or encode
+    if max_tokens is None or len(text) <= WHOLE_CHARS_PER_TOKEN * (max_tokens + 1):
+        return encode(text)
+    counted, start = 0, 0
+    for num_chunks in itertools.count(1):
+        if start >= len(text):
+            break
+        end = _chunk_end(text, start)
+        counted += len(encode_chunk(text[start:end]))
+        start = end
+        at_least = counted - BOUNDARY_SLACK * (num_chunks - 1)
+        if at_least > max_tokens:
+            raise PromptTooLong(at_least, max_tokens, param)
+    return encode(text)
+
+
+def _chunk_end(text: str, start: int) -> int:
+    """Where the chunk from `start` ends: at the last newline (else space) of its window."""
+    end = start + CHUNK_CHARS
+    if end >= len(text):
+        return len(text)
+    for mark in ("\n", " "):
+        cut = text.rfind(mark, start + CHUNK_CHARS // 2, end)
+        if cut > start:
+            return cut
+    return end
 
 
 class PromptTokenizer:

@@ -16,6 +16,7 @@ from typing import Any
 from thinkgate.api.errors import APIError
 from thinkgate.api.generation import RequestRun, SampleDelta, check_length, generate, merge
 from thinkgate.api.logprobs import chat_logprobs
+from thinkgate.api.prompt_tokens import PromptTooLong
 from thinkgate.api.responses_events import ResponseEvents, item_id
 from thinkgate.api.responses_items import (
     ItemError,
@@ -91,6 +92,9 @@ class ResponseTurn:
                 reasoning_effort=req.reasoning_effort(),
                 thinking_token_budget=req.thinking_token_budget,
                 parallel_tool_calls=req.parallel_tool_calls)
+        except PromptTooLong as exc:
+            exc.param = "input"
+            raise
         except ValueError as exc:
             raise APIError(str(exc), param=_param_of(str(exc))) from exc
         ids = self.prepared.prompt_token_ids

@@ -104,10 +104,12 @@ async def post_line(client: Any, row_id: str, data: dict[str, Any]) -> dict[str,
 
 
 def app_client(app: Any, headers: dict[str, str] | None = None) -> Any:
-    """An httpx client over an ASGI app in this process (no socket, no lifespan events)."""
+    """An httpx client over an ASGI app in this process (no socket, no lifespan events); the
+    app's Origin and Host checks let its requests through (api/server/guard.py)."""
     import httpx
+    from thinkgate.api.server.guard import in_process_app
 
-    transport = httpx.ASGITransport(app=app)
+    transport = httpx.ASGITransport(app=in_process_app(app))
     return httpx.AsyncClient(transport=transport, base_url="http://thinkgate.batch",
                              headers=headers, timeout=None)
 

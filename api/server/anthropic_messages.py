@@ -28,6 +28,7 @@ from thinkgate.api.generation import (
     merge,
     new_request_id,
 )
+from thinkgate.api.prompt_tokens import PromptTooLong
 from thinkgate.api.sampling import build_sampling_params
 from thinkgate.api.server.helpers import full_response, parse_body, stream_response
 from thinkgate.api.server.state import ServerState
@@ -43,6 +44,8 @@ def _prepare(state: ServerState, req: CountTokensRequest, params: Any = None) ->
     try:
         args = chat_args(req)
         return state.chat.prepare(args.messages, params, **args.prepare_kwargs())
+    except PromptTooLong:
+        raise
     except ValueError as exc:
         raise APIError(str(exc)) from exc
 

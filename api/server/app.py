@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from thinkgate.api.server.anthropic_messages import router as messages_router
 from thinkgate.api.server.basic import add_basic_routes
+from thinkgate.api.server.guard import RequestGuard, cors_kwargs
 from thinkgate.api.server.middleware import AuthMiddleware, CountMiddleware, install_error_handlers
 from thinkgate.api.server.openai_batches import add_batch_routes
 from thinkgate.api.server.openai_chat import router as chat_router
@@ -44,13 +45,18 @@ def build_app(state: ServerState) -> FastAPI:
     app.add_middleware(CountMiddleware, metrics=state.metrics)
     if state.config.api_key:
         app.add_middleware(AuthMiddleware, api_key=state.config.api_key)
+    config = state.config
     app.add_middleware(
         CORSMiddleware,
-        allow_origins=list(state.config.allowed_origins),
-        allow_methods=list(state.config.allowed_methods),
-        allow_headers=list(state.config.allowed_headers),
-        allow_credentials=state.config.allow_credentials,
+        **cors_kwargs(config.allowed_origins),
+        allow_methods=list(config.allowed_methods),
+        allow_headers=list(config.allowed_headers),
+        allow_credentials=config.allow_credentials,
     )
+    app.add_middleware(  # outermost: Host, Origin and size checks come before any work
+        RequestGuard, allowed_origins=config.allowed_origins,
+        allowed_hosts=config.allowed_hosts, max_request_bytes=config.max_request_bytes,
+        max_upload_bytes=config.max_upload_bytes)
     app.include_router(chat_router)
     app.include_router(completions_router)
     app.include_router(responses_router)

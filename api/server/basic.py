@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from thinkgate.api.errors import APIError
+from thinkgate.api.prompt_tokens import encode_bounded
 from thinkgate.api.protocol import DetokenizeRequest, TokenizeRequest
 from thinkgate.api.server.helpers import parse_body
 from thinkgate.api.server.openai_chat import render_for_tokenize
@@ -47,7 +48,9 @@ def add_basic_routes(app: FastAPI, state: ServerState) -> None:
         if req.messages is not None:
             ids = render_for_tokenize(state, req)
         else:
-            ids = state.tokenizer.encode(req.prompt, add_special_tokens=req.add_special_tokens)
+            ids = encode_bounded(
+                lambda t: state.tokenizer.encode(t, add_special_tokens=req.add_special_tokens),
+                req.prompt, state.max_model_len, "prompt")
         out: dict[str, Any] = {"count": len(ids), "max_model_len": state.max_model_len,
                                "tokens": list(ids)}
         if req.return_token_strs:

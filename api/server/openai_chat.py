@@ -24,6 +24,7 @@ from thinkgate.api.generation import (
     new_request_id,
 )
 from thinkgate.api.logprobs import chat_logprobs
+from thinkgate.api.prompt_tokens import PromptTooLong
 from thinkgate.api.protocol import ChatCompletionRequest, TokenizeRequest
 from thinkgate.api.sampling import build_sampling_params, sampling_kwargs
 from thinkgate.api.server.helpers import full_response, parse_body, stream_response
@@ -76,6 +77,8 @@ class _Chat:
                 thinking_token_budget=req.thinking_token_budget,
                 parallel_tool_calls=req.parallel_tool_calls is not False,
                 add_generation_prompt=req.add_generation_prompt, chat_template=req.chat_template)
+        except PromptTooLong:
+            raise
         except ValueError as exc:
             raise APIError(str(exc), param=_param_of(str(exc))) from exc
         ids = self.prepared.prompt_token_ids
@@ -231,4 +234,4 @@ def render_for_tokenize(state: ServerState, req: TokenizeRequest) -> list[int]:
                                    req.add_generation_prompt)
     except ValueError as exc:
         raise APIError(str(exc), param="messages") from exc
-    return list(state.tokenizer.encode(prompt, add_special_tokens=False))
+    return state.chat.encode_prompt(prompt)

@@ -18,6 +18,7 @@ from thinkgate.api.generation import (
     new_request_id,
 )
 from thinkgate.api.logprobs import completion_logprobs
+from thinkgate.api.prompt_tokens import encode_bounded
 from thinkgate.api.protocol import CompletionRequest
 from thinkgate.api.sampling import build_sampling_params, sampling_kwargs
 from thinkgate.api.server.helpers import full_response, parse_body, stream_response
@@ -37,7 +38,8 @@ def _prompts(state: ServerState, prompt: Any) -> list[tuple[str, list[int]]]:
     vocab = len(tok)
     for p in prompt:
         if isinstance(p, str):
-            out.append((p, tok.encode(p, add_special_tokens=False)))
+            out.append((p, encode_bounded(lambda t: tok.encode(t, add_special_tokens=False), p,
+                                          state.max_model_len, "prompt")))
         else:
             if not p or any(not 0 <= t < vocab for t in p):
                 raise APIError(f"prompt token ids must be non-empty and in [0, {vocab})",

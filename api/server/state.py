@@ -9,6 +9,7 @@ from typing import Any
 
 from thinkgate.api.errors import APIError, unknown_model_error
 from thinkgate.api.metrics import ServerMetrics
+from thinkgate.api.server.guard import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_UPLOAD_BYTES
 
 # True while a line of an online batch runs through the app (api/batch/online.py): its
 # generation also counts in `batch_in_flight`, so batch work can give way to online requests.
@@ -21,7 +22,11 @@ class ServerConfig:
 
     served_model_names: tuple[str, ...]
     api_key: str | None = None
-    allowed_origins: tuple[str, ...] = ("*",)
+    # None: loopback origins only; ("*",) any (api/server/guard.py says what each default does)
+    allowed_origins: tuple[str, ...] | None = None
+    allowed_hosts: tuple[str, ...] | None = None  # Host names answered (None: any)
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
     allowed_methods: tuple[str, ...] = ("*",)
     allowed_headers: tuple[str, ...] = ("*",)
     allow_credentials: bool = False
@@ -41,6 +46,9 @@ class ServerConfig:
         if self.responses_store_size < 0:
             raise ValueError(
                 f"responses_store_size must be >= 0, got {self.responses_store_size}")
+        for name in ("max_request_bytes", "max_upload_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_batch_in_flight < 1:
             raise ValueError(
                 f"max_batch_in_flight must be >= 1, got {self.max_batch_in_flight}"

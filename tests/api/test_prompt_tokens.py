@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 from thinkgate.api.chat import ChatLayer
-from thinkgate.api.prompt_tokens import PromptTokenizer
+from thinkgate.api.prompt_tokens import (
+    CHUNK_CHARS,
+    WHOLE_CHARS_PER_TOKEN,
+    PromptTokenizer,
+    PromptTooLong,
+    encode_bounded,
+)
 from thinkgate.benchmarks.bench_prefix import system_prompt, tool_list
 from thinkgate.engine.demo import demo_model_path
 from thinkgate.engine.demo_data import TOOLS
@@ -121,3 +128,59 @@ def test_overlapping_added_tokens_are_not_separators(tok) -> None:
     assert "<|im_start|>" not in pt.separators
     text = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
     assert pt.encode(text) == fresh(fast, text)
+
+
+# ---- encode_bounded: a prompt far over the context is refused after about a context's worth
+
+def _counting_encoder(tok) -> tuple[Any, list[int]]:
+    seen = [0]
+
+    def encode(text: str) -> list[int]:
+        seen[0] += len(text)
+        return fresh(tok, text)
+    return encode, seen
+
+
+def _awkward_texts(seed: int) -> list[str]:
+    """Long texts whose tokens per character vary a lot: words, spaces, newline runs, control
+    tokens written as text, digits, non-Latin scripts, and a random mix of those."""
+    rng = random.Random(seed)
+    parts = ["word ", " " * 37, "\n\n\n", "<|im_start|>", "<|im_end|>\n", "1234567890",
+             "漢字🙂", "é", "\t-", "{\"k\": [1, 2]}", "<think>"]
+    texts = [p * (200_000 // len(p)) for p in parts]
+    texts.append("".join(rng.choice(parts) for _ in range(30_000)))
+    return texts
+
+
+@pytest.mark.parametrize("max_tokens", [64, 2048, 20_000])
+def test_encode_bounded_refuses_only_what_is_too_long(tok, max_tokens: int) -> None:
+    for text in _awkward_texts(max_tokens):
+        encode, seen = _counting_encoder(tok)
+        try:
+            ids = encode_bounded(encode, text, max_tokens)
+        except PromptTooLong as exc:
+            whole = fresh(tok, text)
+            assert len(whole) > max_tokens, (text[:40], len(whole))
+            assert max_tokens < exc.at_least <= len(whole)
+            # it stopped early: about one context's worth, never the whole text
+            assert seen[0] <= max(WHOLE_CHARS_PER_TOKEN * max_tokens, 0) + 3 * CHUNK_CHARS
+            assert seen[0] < len(text)
+        else:
+            assert ids == fresh(tok, text)
+
+
+def test_encode_bounded_keeps_exact_ids_below_the_whole_threshold(tok) -> None:
+    text = "word " * 400  # over a 256-token context, but short: tokenized whole, exactly
+    assert encode_bounded(lambda t: fresh(tok, t), text, 256) == fresh(tok, text)
+    assert encode_bounded(lambda t: fresh(tok, t), text, None) == fresh(tok, text)
+
+
+def test_chat_layer_refuses_a_huge_prompt_early(tok) -> None:
+    layer = ChatLayer(tok, reasoning_parser="qwen3", tool_call_parser="hermes",
+                      max_prompt_tokens=2048)
+    with pytest.raises(PromptTooLong) as info:
+        layer.prepare([{"role": "user", "content": "word " * 4_000_000}],
+                      SamplingParams(max_tokens=8))
+    assert info.value.code == "context_length_exceeded" and "2048" in str(info.value)
+    small = layer.prepare([{"role": "user", "content": "hi"}], SamplingParams(max_tokens=8))
+    assert small.prompt_token_ids == fresh(tok, small.prompt)
