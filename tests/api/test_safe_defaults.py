@@ -5,91 +5,29 @@ every opt-out flag restoring the open behaviour."""
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import openai
 import pytest
+from thinkgate.benchmarks.bench_big_requests import (
+    WORDS_20MB,
+    WORDS_100MB,
+    LoadWatch,
+    post_raw,
+    prompt_body,
+    usual_latency,
+)
 
 MODEL = "thinkgate-demo"
 FOREIGN = "https://evil.example"
 KEY = "sk-from-the-environment"
 
 
-def _rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
-
-
-class _Watch:
-    """While a big request runs: /health and a small chat request from other clients, over and
-    over (their latencies), and the server's resident memory (its peak)."""
-
-    def __init__(self, server: Any) -> None:
-        self.server, self.stop = server, threading.Event()
-        self.health: list[float] = []
-        self.chat: list[float] = []
-        self.peak_rss = _rss_mib(server.proc.pid)
-        self.threads = [threading.Thread(target=f, daemon=True)
-                        for f in (self._poll_health, self._poll_chat, self._poll_rss)]
-
-    def _poll_health(self) -> None:
-        with httpx.Client(base_url=self.server.base, timeout=30) as c:
-            while not self.stop.is_set():
-                t = time.monotonic()
-                assert c.get("/health").status_code == 200
-                self.health.append(time.monotonic() - t)
-                time.sleep(0.02)
-
-    def _poll_chat(self) -> None:
-        body = {"model": MODEL, "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}
-        with httpx.Client(base_url=self.server.url, timeout=30) as c:
-            while not self.stop.is_set():
-                t = time.monotonic()
-                assert c.post("/chat/completions", json=body).status_code == 200
-                self.chat.append(time.monotonic() - t)
-                time.sleep(0.02)
-
-    def _poll_rss(self) -> None:
-        while not self.stop.is_set():
-            self.peak_rss = max(self.peak_rss, _rss_mib(self.server.proc.pid))
-            time.sleep(0.01)
-
-    def __enter__(self) -> _Watch:
-        for t in self.threads:
-            t.start()
-        time.sleep(0.5)  # a few rounds before the big request
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        time.sleep(0.3)
-        self.stop.set()
-        for t in self.threads:
-            t.join(timeout=30)
-
-
-def _usual(server: Any) -> tuple[float, float]:
-    """Median latency of /health and of the small chat request with nothing else running."""
-    with _Watch(server) as w:
-        time.sleep(1.0)
-    return sorted(w.health)[len(w.health) // 2], sorted(w.chat)[len(w.chat) // 2]
-
-
-def _post_raw(url: str, body: bytes | Iterator[bytes]) -> tuple[httpx.Response, float]:
-    t = time.monotonic()
-    r = httpx.post(url, content=body, headers={"content-type": "application/json"}, timeout=60)
-    return r, time.monotonic() - t
-
-
 @pytest.fixture(scope="module")
 def usual(server: Any) -> tuple[float, float]:
-    return _usual(server)
+    return usual_latency(server.base)
 
 
 def test_foreign_origin_gets_no_cors_grant_on_any_route(server: Any) -> None:
@@ -137,44 +75,41 @@ def test_foreign_host_is_refused(server: Any) -> None:
 
 
 def test_100_mb_body_is_refused_fast_while_others_are_served(server: Any, usual: Any) -> None:
-    body = json.dumps({"model": MODEL, "messages": [
-        {"role": "user", "content": "word " * 20_000_000}]}).encode()  # 100 MB
+    body = prompt_body("/v1/chat/completions", WORDS_100MB)
     assert len(body) > 100_000_000
-    before = _rss_mib(server.proc.pid)
-    with _Watch(server) as w:
-        r, took = _post_raw(f"{server.url}/chat/completions", body)
+    with LoadWatch(server.base, server.proc.pid) as w:
+        r, took = post_raw(f"{server.url}/chat/completions", body)
     assert r.status_code == 413, r.text[:300]
     assert r.json()["error"]["code"] == "request_too_large"
     assert took < 3.0, took
+    assert not w.errors, w.errors
     assert max(w.health) < usual[0] + 0.1 + 0.2, (w.health, usual)  # + 0.2 s: CI's noise
     assert max(w.chat) < usual[1] + 0.1 + 0.2, (w.chat, usual)
-    assert w.peak_rss - before < 200, (before, w.peak_rss)  # MiB; the body is never held whole
+    assert w.rss_growth < 200, w.rss_growth  # MiB; the body is never held whole
 
 
 def test_chunked_body_over_the_limit_is_refused(server: Any) -> None:
     def chunks() -> Iterator[bytes]:
         for _ in range(40):
             yield b" " * (1 << 20)
-    r, took = _post_raw(f"{server.url}/chat/completions", chunks())
+    r, took = post_raw(f"{server.url}/chat/completions", chunks())
     assert r.status_code == 413 and took < 3.0
 
 
-@pytest.mark.parametrize("path,field", [
-    ("/v1/chat/completions", "messages"), ("/v1/completions", "prompt"),
-    ("/v1/responses", "input"), ("/v1/messages", "messages"), ("/tokenize", "prompt")])
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions", "/v1/responses",
+                                  "/v1/messages", "/tokenize"])
 def test_20_mb_prompt_gets_its_400_fast_and_others_are_served(server: Any, usual: Any,
-                                                              path: str, field: str) -> None:
-    text = "word " * 4_000_000  # 20 MB, under the 32 MiB body limit
-    value: Any = text if field in ("prompt", "input") else [{"role": "user", "content": text}]
-    body = json.dumps({"model": MODEL, field: value, "max_tokens": 8}).encode()
-    before = _rss_mib(server.proc.pid)
-    with _Watch(server) as w:
-        r, took = _post_raw(server.base + path, body)
+                                                              path: str) -> None:
+    body = prompt_body(path, WORDS_20MB)  # 20 MB, under the 32 MiB body limit
+    with LoadWatch(server.base, server.proc.pid) as w:
+        r, took = post_raw(server.base + path, body)
     assert r.status_code == 400, r.text[:300]
     assert "maximum context length" in r.text
     assert took < 5.0, took
+    assert not w.errors, w.errors
     assert max(w.health) < usual[0] + 0.5, (w.health, usual)
-    assert w.peak_rss - before < 600, (before, w.peak_rss)  # MiB
+    assert max(w.chat) < usual[1] + 0.5, (w.chat, usual)
+    assert w.rss_growth < 600, w.rss_growth  # MiB
 
 
 def test_a_prompt_just_over_the_context_is_still_exact(server: Any) -> None:
