@@ -113,3 +113,32 @@ def test_transformers_models_import_from_the_checkout_root(how: str, tmp_path: P
     assert out.returncode == 0, out.stderr[-3000:]
     origin = out.stdout.strip().splitlines()[-1]
     assert origin == "None" or not _under_root_top(origin), origin
+
+
+_RAY_PROBE = """
+import importlib.util, json, sys, ray
+ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+
+@ray.remote
+def probe(root):
+    import os, sys, importlib.util
+    def on_path():
+        return [p for p in sys.path if os.path.isdir(p) and os.path.samefile(p, root)]
+    before = on_path()  # Ray puts the driver's folder on every worker's path
+    import thinkgate.api.batch.ray_runner  # what a BatchReplica's worker imports first
+    spec = importlib.util.find_spec("kernels")
+    return {"before": before, "after": on_path(), "kernels": spec.origin if spec else None}
+
+print(json.dumps(ray.get(probe.remote(sys.argv[1]))))
+"""
+
+
+def test_ray_workers_drop_the_checkout_root() -> None:
+    pytest.importorskip("ray", reason="the `ray` extra is not installed")
+    out = subprocess.run([sys.executable, "-c", _RAY_PROBE, str(ROOT)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300, env=_clean_env())
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["before"], report  # the case this guards against is real
+    assert report["after"] == [], report
+    assert not _under_root_top(report["kernels"]), report
