@@ -142,3 +142,18 @@ def test_ray_workers_drop_the_checkout_root() -> None:
     assert report["before"], report  # the case this guards against is real
     assert report["after"] == [], report
     assert not _under_root_top(report["kernels"]), report
+
+
+def test_no_test_package_takes_a_top_level_name() -> None:
+    """In importlib mode a test folder with an `__init__.py` is imported under its own name
+    (tests/api -> `api`), which would shadow a third-party package of that name in the test
+    process; test files in folders without one are imported by their file name, so those names
+    must be unique (pytest would hand back the first file's module for the second)."""
+    tests = ROOT / "tests"
+    packages = {p.parent.name for p in tests.rglob("__init__.py")}
+    assert not packages & set(TOP_LEVEL), packages
+    plain = [p for p in tests.rglob("*.py")
+             if p.name != "conftest.py" and not (p.parent / "__init__.py").exists()
+             and "templates" not in p.parts and "traces" not in p.parts]
+    names = [p.name for p in plain]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
