@@ -90,6 +90,9 @@ def add_model_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
                    help="let JSON numbers have any number of digits (default: 16 integer, 16 "
                         "fraction, 3 exponent digits; structured_outputs.bound_numbers "
                         "overrides)")
+    p.add_argument("--structured-outputs-compile-timeout", type=float, default=30.0,
+                   help="seconds a request's grammar may compile (off the step loop, the other "
+                        "requests decoding meanwhile) before that request fails with a 400")
     p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
                    default=True, help="reuse the KV of cached prompt prefixes (default on; "
                    "--no-enable-prefix-caching turns it off)")

@@ -62,6 +62,8 @@ def engine_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
         "prefill_delay_steps": getattr(ns, "prefill_delay_steps", 0),
         "jump_forward": getattr(ns, "jump_forward", True),
         "enable_prefix_caching": getattr(ns, "enable_prefix_caching", True),
+        "structured_outputs_compile_timeout": getattr(ns, "structured_outputs_compile_timeout",
+                                                      30.0),
     }
 
 

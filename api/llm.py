@@ -44,7 +44,8 @@ class LLM:
         **kwargs: Any,
     ) -> None:
         unknown = set(kwargs) - {"reasoning_parser", "tool_call_parser", "trust_remote_code",
-                                 "bound_json_numbers", "complete_before_max_tokens"}
+                                 "bound_json_numbers", "complete_before_max_tokens",
+                                 "structured_outputs_compile_timeout"}
         if unknown:
             raise ValueError(f"unknown LLM arguments: {sorted(unknown)}")
         if model is None:  # the demo model thinks in qwen3's format and calls tools as hermes
@@ -78,6 +79,8 @@ class LLM:
             reasoning_parser=kwargs.get("reasoning_parser"),
             bound_json_numbers=kwargs.pop("bound_json_numbers", True),
             complete_before_max_tokens=kwargs.pop("complete_before_max_tokens", False),
+            structured_outputs_compile_timeout=kwargs.pop("structured_outputs_compile_timeout",
+                                                          30.0),
         )
         self.llm_engine = LLMEngine(config)
         self._counter = itertools.count()
@@ -131,7 +134,11 @@ class LLM:
             bar = tqdm(total=len(request_ids), desc="Processed prompts", dynamic_ncols=True)
         engine = self.llm_engine
         while engine.has_unfinished_requests():
-            for output in engine.step():
+            outputs = engine.step()
+            rejected = engine.take_rejected()  # a grammar failed to compile (or in time)
+            if rejected:
+                raise rejected[0][1]
+            for output in outputs:
                 if output.finished:
                     results[output.request_id] = output
                     if bar is not None:

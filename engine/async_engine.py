@@ -113,6 +113,10 @@ class AsyncLLMEngine:
                 self._run_commands()
                 if self.engine.has_unfinished_requests():
                     self._dispatch(self.engine.step())
+                    for request_id, exc in self.engine.take_rejected():
+                        target = self._streams.pop(request_id, None)
+                        if target is not None:
+                            target[0].call_soon_threadsafe(target[1].put_nowait, exc)
                 else:
                     self._wake.wait()
                     self._wake.clear()

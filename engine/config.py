@@ -108,6 +108,8 @@ class EngineConfig:
     complete_before_max_tokens: bool = False
     # reuse the K/V of cached prompt prefixes (block_manager.py); vLLM's name and default
     enable_prefix_caching: bool = True
+    # seconds a request's grammar may compile (off the step loop) before it fails alone
+    structured_outputs_compile_timeout: float = 30.0
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES and not isinstance(self.dtype, torch.dtype):
@@ -147,6 +149,10 @@ class EngineConfig:
         for name in ("bound_json_numbers", "complete_before_max_tokens"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        timeout = self.structured_outputs_compile_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ValueError(
+                f"structured_outputs_compile_timeout must be a number > 0, got {timeout!r}")
         if not isinstance(self.enable_prefix_caching, bool):
             raise ValueError(
                 f"enable_prefix_caching must be a bool, got {self.enable_prefix_caching!r}")

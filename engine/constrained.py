@@ -89,6 +89,10 @@ class ConstrainedDecoding(StructuredOutputHook):
         return self._grammar
 
     # ---- per request ----
+    def prefetch(self, params: Any) -> Any:
+        structured = params.structured_outputs
+        return None if structured is None else self.grammar.cache.prefetch(structured)
+
     def add_request(self, seq: Sequence) -> None:
         params = seq.params
         structured = params.structured_outputs

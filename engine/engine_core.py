@@ -3,7 +3,8 @@
     parent -> core   ("add", request_id, prompt, params) | ("abort", request_id) | ("shutdown",)
     core -> parent   ("ready", info) | ("failed", error) at start, then
                      ("out", [packed output, ...], stats)  one message per step with outputs
-                     ("reject", request_id, error, stats)  an add the engine refused
+                     ("reject", request_id, error, stats)  an add the engine refused (also
+                                                          later: its grammar failed to compile)
                      ("stats", stats)                      after commands that changed nothing else
                      ("dead", text)                        the step loop raised; the core exits
                      ("many", [message, ...])               several of the above, in order
@@ -230,7 +231,9 @@ def _loop(conn: Any, engine: Any, send: Any) -> None:
             outputs = engine.step()
             if outputs:
                 send(("out", [pack(o) for o in outputs], engine.stats()))
-            elif not engine.has_unfinished_requests():
+            for request_id, exc in engine.take_rejected():  # its grammar failed to compile
+                send(("reject", request_id, _portable(exc), engine.stats()))
+            if not outputs and not engine.has_unfinished_requests():
                 send(("stats", engine.stats()))
 
 

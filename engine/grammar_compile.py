@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import functools
 import json
+import queue
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Any
 
 import xgrammar as xgr
@@ -24,6 +27,45 @@ from thinkgate.engine.json_schema_rules import (
     unenforced_keywords,
 )
 from thinkgate.engine.sampling_params import StructuredOutputsParams
+
+
+_POOL: _DaemonPool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _compile_pool() -> _DaemonPool:
+    """The process's compile threads, shared by every cache, started on first use."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = _DaemonPool(2, "grammar-compile")
+        return _POOL
+
+
+class _DaemonPool:
+    """Worker threads that never hold up the process's exit (a ThreadPoolExecutor's are joined
+    at exit, so a server stopping would wait for a grammar still compiling)."""
+
+    def __init__(self, num_threads: int, name: str) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], Any, tuple[Any, ...]]] = \
+            queue.SimpleQueue()
+        for i in range(num_threads):
+            threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True).start()
+
+    def submit(self, fn: Any, *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._jobs.put((future, fn, args))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            future, fn, args = self._jobs.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - the caller gets it from the future
+                future.set_exception(exc)
 
 
 class GrammarCompileCache:
@@ -45,6 +87,11 @@ class GrammarCompileCache:
                                              cache_enabled=False)
         self._entries: OrderedDict[tuple[str, str, str], tuple[xgr.CompiledGrammar, bool]] = \
             OrderedDict()
+        # `prefetch` compiles on two worker threads (xgrammar releases the GIL while it
+        # compiles), so a slow schema never stalls the step loop and one slow schema does not
+        # hold up every other new one. The lock guards `_entries` and `_inflight`.
+        self._lock = threading.Lock()
+        self._inflight: dict[tuple[str, str, str], Future[Any]] = {}
         self.num_hits = 0
         self.num_misses = 0
 
@@ -56,23 +103,56 @@ class GrammarCompileCache:
         return self.get_entry(params)[0]
 
     def get_entry(self, params: StructuredOutputsParams) -> tuple[xgr.CompiledGrammar, bool]:
-        """(compiled grammar, whether it has free-form JSON objects, whose keys may repeat)."""
+        """(compiled grammar, whether it has free-form JSON objects, whose keys may repeat);
+        compiles here, on the calling thread, unless `prefetch` already did."""
+        key, kind, text, bound = self._key(params)
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self.num_hits += 1
+                self._entries.move_to_end(key)
+                return found
+            pending = self._inflight.get(key)
+        if pending is not None:
+            return pending.result()
+        return self._compile_entry(key, kind, text, params, bound)
+
+    def prefetch(self, params: StructuredOutputsParams) -> Future[Any] | None:
+        """Start compiling `params` on a worker thread: the future of its entry, or None when it
+        is cached. A constraint that fails the checks before xgrammar raises `ValueError` here;
+        a compile error is the future's exception."""
+        key, kind, text, bound = self._key(params)
+        with self._lock:
+            if key in self._entries:
+                return None
+            pending = self._inflight.get(key)
+            if pending is None:
+                pending = _compile_pool().submit(self._compile_entry, key, kind, text, params,
+                                                 bound)
+                self._inflight[key] = pending
+        return pending
+
+    def _key(self, params: StructuredOutputsParams) -> tuple[Any, str, str, bool]:
         bound = self.bound_numbers if params.bound_numbers is None else params.bound_numbers
         kind, text = canonical_constraint(params, bound)
-        key = (self.tokenizer_key, f"{kind}|{int(bound)}", text)
-        found = self._entries.get(key)
-        if found is not None:
-            self.num_hits += 1
-            self._entries.move_to_end(key)
-            return found
-        self.num_misses += 1
-        compiled = self._compile(kind, text, params, bound)
-        entry = (compiled, kind == "json_object" or (kind in ("json", "structural_tag", "grammar")
-                                                     and _has_free_objects(compiled)))
-        self._entries[key] = entry
-        if len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
-        return entry
+        return (self.tokenizer_key, f"{kind}|{int(bound)}", text), kind, text, bound
+
+    def _compile_entry(self, key: Any, kind: str, text: str, params: StructuredOutputsParams,
+                       bound: bool) -> tuple[xgr.CompiledGrammar, bool]:
+        with self._lock:
+            self.num_misses += 1
+        try:
+            compiled = self._compile(kind, text, params, bound)
+            entry = (compiled, kind == "json_object" or (
+                kind in ("json", "structural_tag", "grammar") and _has_free_objects(compiled)))
+            with self._lock:
+                self._entries[key] = entry
+                if len(self._entries) > self.max_entries:
+                    self._entries.popitem(last=False)
+            return entry
+        finally:
+            with self._lock:
+                self._inflight.pop(key, None)
 
     def _compile(self, kind: str, text: str, params: StructuredOutputsParams,
                  bound: bool) -> xgr.CompiledGrammar:

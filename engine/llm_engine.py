@@ -15,6 +15,7 @@ import torch
 from thinkgate.engine.block_manager import BlockManager
 from thinkgate.engine.compiled_decode import CompiledDecode, compiler_available
 from thinkgate.engine.compiled_prefill import CompiledPrefill
+from thinkgate.engine.compiling import CompilingRequests
 from thinkgate.engine.config import EngineConfig
 from thinkgate.engine.cuda_graphs import DecodeGraphs, attention_plan, capture_sizes
 from thinkgate.engine.detokenizer import IncrementalDetokenizer
@@ -97,6 +98,10 @@ class LLMEngine:
             structured_output = ConstrainedDecoding.for_engine(self, config.reasoning_parser)
         self.structured_output = structured_output
         self.requests: dict[str, Request] = {}
+        # requests whose grammar compiles off the step loop (engine/compiling.py), and those
+        # that failed there: `take_rejected` hands them to the caller after a step
+        self.compiling = CompilingRequests(config.structured_outputs_compile_timeout)
+        self._rejected: list[tuple[str, BaseException]] = []
         self.num_traced_requests = 0  # with token_trace: while 0, a step does no trace work
         self.num_steps = 0  # forward passes run, and the sequences they carried in all
         self.num_step_seqs = 0
@@ -210,7 +215,10 @@ class LLMEngine:
     # --- requests -------------------------------------------------------------------------
 
     def add_request(self, request_id: str, prompt: PromptType, params: SamplingParams) -> None:
-        if request_id in self.requests:
+        """Validate and queue a request; ValueError for a bad one. A grammar that takes longer
+        than a few ms to compile parks the request until it is ready (engine/compiling.py);
+        its later failure comes out of `take_rejected`."""
+        if request_id in self.requests or request_id in self.compiling:
             raise ValueError(f"request_id {request_id!r} is already running")
         if not isinstance(params, SamplingParams):
             raise TypeError(f"params must be SamplingParams, got {type(params).__name__}")
@@ -221,6 +229,14 @@ class LLMEngine:
                 f"prompt has {len(ids)} tokens; max_model_len is {self.max_model_len} "
                 "(room for at least one new token is needed)"
             )
+        compiling = self.structured_output.prefetch(params)
+        if compiling is not None and not self.compiling.settled(compiling):
+            self.compiling.park(request_id, text, ids, params, compiling)
+            return
+        self._admit(request_id, text, ids, params)
+
+    def _admit(self, request_id: str, text: str | None, ids: list[int],
+               params: SamplingParams) -> None:
         max_new = params.max_tokens or self.max_model_len
         max_total = min(self.max_model_len, len(ids) + max_new)
         request = Request(request_id, text, ids, params)
@@ -274,6 +290,7 @@ class LLMEngine:
         """Stop a request and free its KV blocks; returns its last state, or None if unknown."""
         request = self.requests.pop(request_id, None)
         if request is None:
+            self.compiling.drop(request_id)
             return None
         self.num_traced_requests -= request.params.token_trace
         self.scheduler.abort(request.seqs)
@@ -282,14 +299,33 @@ class LLMEngine:
         return self._make_output(request)
 
     def has_unfinished_requests(self) -> bool:
-        return bool(self.requests)
+        return bool(self.requests) or len(self.compiling) > 0
+
+    def take_rejected(self) -> list[tuple[str, BaseException]]:
+        """(request id, error) of the requests whose grammar failed to compile (or ran past the
+        compile timeout) since the last call; they are gone from the engine."""
+        rejected, self._rejected = self._rejected, []
+        return rejected
+
+    def _admit_compiled(self) -> None:
+        ready, failed = self.compiling.ended()
+        for parked in ready:
+            try:
+                self._admit(parked.request_id, parked.prompt, parked.prompt_token_ids,
+                            parked.params)
+            except Exception as exc:  # e.g. max_tokens too small for the planned completion
+                failed.append((parked.request_id, exc))
+        self._rejected.extend(failed)
 
     # --- the step -------------------------------------------------------------------------
 
     @torch.inference_mode()
     def step(self) -> list[RequestOutput]:
+        if len(self.compiling):
+            self._admit_compiled()
         batch = self.scheduler.schedule()
         if batch is None:
+            self.compiling.wait_any(0.01)  # nothing to run until a grammar is ready
             return []
         self.runner.order(batch)
         self.num_steps += 1
@@ -416,6 +452,7 @@ class LLMEngine:
             "num_free_blocks": self.block_manager.num_free_blocks,
             "num_kv_blocks": self.block_manager.num_blocks,
             "num_waiting": len(self.scheduler.waiting),
+            "num_compiling": len(self.compiling),
             "num_running": len(self.scheduler.running),
             "num_preemptions": self.scheduler.num_preemptions,
             "num_steps": self.num_steps,

@@ -2,8 +2,12 @@
 
 The engine calls, per request and per step:
 
-    hook.add_request(seq)            when a sequence is created; raise ValueError to reject a
-                                     bad grammar (only that request fails)
+    hook.prefetch(params)            when a request arrives: start compiling its grammar off
+                                     the step loop; a Future (its exception: a bad grammar),
+                                     or None when nothing needs compiling; ValueError at once
+                                     for a constraint that fails the checks before compiling
+    hook.add_request(seq)            when a sequence is created (its grammar compiled); raise
+                                     ValueError to reject a bad request (only it fails)
     handle = hook.start_fill(seqs)   right before the forward: start filling the batch's
                                      bitmask on the CPU (e.g. in a worker thread) so it overlaps
     inputs = hook.finish_fill(handle)   after the forward: the `GateInputs` the sampler passes
@@ -57,6 +61,9 @@ class StructuredOutputHook:
             raise ValueError(
                 "structured_outputs needs a grammar backend, and this engine has none installed"
             )
+
+    def prefetch(self, params: Any) -> Any:
+        return None
 
     def start_fill(self, seqs: list[Sequence]) -> Any:
         return None

@@ -1,0 +1,112 @@
+"""Grammars compile off the step loop (issue 31 item 4, engine/compiling.py): a slow compile
+parks its own request while the others keep decoding; a compile past the timeout fails only that
+request; an abort while compiling frees it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from thinkgate import LLM, SamplingParams, StructuredOutputsParams
+from thinkgate.api.chat import chat_layer_for
+
+PROMPT = "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+
+
+def slow_schema(salt: int, num_props: int = 300) -> dict[str, Any]:
+    """An object of many pattern-checked strings: about 1 s of xgrammar compile on the demo
+    vocabulary for 300 properties (each `salt` a different schema, so nothing is cached)."""
+    props = {f"field_{salt}_{i}": {"type": "string",
+                                   "pattern": f"^[a-z]{{{i % 7 + 1},{i % 7 + 9}}}-[0-9]{{{i % 5 + 1}}}$"}
+             for i in range(num_props)}
+    return {"type": "object", "properties": props, "required": list(props)[:2]}
+
+
+def _params(schema: dict[str, Any], max_tokens: int = 24) -> SamplingParams:
+    return SamplingParams(temperature=0, max_tokens=max_tokens,
+                          structured_outputs=StructuredOutputsParams(json=schema))
+
+
+@pytest.fixture(scope="module")
+def quick_timeout() -> Any:
+    model = LLM(max_num_seqs=8, structured_outputs_compile_timeout=0.3)
+    chat_layer_for(model)  # installs the constrained-decoding hook
+    return model
+
+
+def test_slow_compile_parks_only_its_request(llm: Any) -> None:
+    engine = llm.llm_engine
+    engine.add_request("plain", PROMPT, SamplingParams(temperature=0, max_tokens=400,
+                                                       ignore_eos=True))
+    for _ in range(3):
+        engine.step()
+    t = time.perf_counter()
+    engine.add_request("slow", PROMPT, _params(slow_schema(1)))
+    assert time.perf_counter() - t < 0.1  # the add did not wait for the compile
+    assert "slow" in engine.compiling and "slow" not in engine.requests
+    steps: list[float] = []
+    plain_tokens_while_compiling = 0
+    finished: dict[str, Any] = {}
+    while engine.has_unfinished_requests():
+        compiling = "slow" in engine.compiling
+        t = time.perf_counter()
+        outputs = engine.step()
+        steps.append(time.perf_counter() - t)
+        assert engine.take_rejected() == []
+        for out in outputs:
+            if out.request_id == "plain" and compiling:
+                plain_tokens_while_compiling += 1
+            if out.finished:
+                finished[out.request_id] = out
+    assert plain_tokens_while_compiling >= 10, plain_tokens_while_compiling
+    assert max(steps) < 0.25, max(steps)  # no step waited for the compile
+    assert set(finished) == {"plain", "slow"}
+    slow = finished["slow"].outputs[0]
+    assert slow.token_ids and slow.text.startswith("{")
+
+
+def test_compile_past_the_timeout_fails_only_that_request(quick_timeout: Any) -> None:
+    engine = quick_timeout.llm_engine
+    engine.add_request("plain", PROMPT, SamplingParams(temperature=0, max_tokens=60,
+                                                       ignore_eos=True))
+    engine.add_request("slow", PROMPT, _params(slow_schema(2, num_props=400)))
+    rejected: list[tuple[str, BaseException]] = []
+    plain = None
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            if out.finished:
+                plain = out
+        rejected += engine.take_rejected()
+    assert [r for r, _ in rejected] == ["slow"]
+    assert isinstance(rejected[0][1], ValueError)
+    assert "did not compile within 0.3 s" in str(rejected[0][1])
+    assert plain is not None and len(plain.outputs[0].token_ids) == 60
+
+
+def test_llm_generate_raises_for_a_compile_past_the_timeout(quick_timeout: Any) -> None:
+    with pytest.raises(ValueError, match="did not compile within"):
+        quick_timeout.generate([PROMPT, PROMPT],
+                               [SamplingParams(max_tokens=8), _params(slow_schema(3, 400))],
+                               use_tqdm=False)
+    assert not quick_timeout.llm_engine.has_unfinished_requests()
+    out = quick_timeout.generate(PROMPT, SamplingParams(max_tokens=4), use_tqdm=False)
+    assert len(out[0].outputs[0].token_ids) == 4  # the engine serves on
+
+
+def test_abort_while_compiling_frees_the_request(llm: Any) -> None:
+    engine = llm.llm_engine
+    engine.add_request("gone", PROMPT, _params(slow_schema(4)))
+    assert "gone" in engine.compiling
+    assert engine.abort_request("gone") is None
+    assert not engine.has_unfinished_requests()
+    assert engine.take_rejected() == []
+
+
+def test_a_bad_grammar_still_fails_at_add(llm: Any) -> None:
+    """Checks before xgrammar and quick compile errors raise from add_request, as before."""
+    engine = llm.llm_engine
+    with pytest.raises(ValueError):
+        engine.add_request("bad", PROMPT, SamplingParams(
+            structured_outputs=StructuredOutputsParams(regex="(unclosed")))
+    assert not engine.has_unfinished_requests()
