@@ -17,7 +17,7 @@ import queue
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from typing import Any
 
 import xgrammar as xgr
@@ -27,7 +27,6 @@ from thinkgate.engine.json_schema_rules import (
     unenforced_keywords,
 )
 from thinkgate.engine.sampling_params import StructuredOutputsParams
-
 
 _POOL: _DaemonPool | None = None
 _POOL_LOCK = threading.Lock()
@@ -131,6 +130,13 @@ class GrammarCompileCache:
                                                  bound)
                 self._inflight[key] = pending
         return pending
+
+    def wait_idle(self, timeout_s: float | None = None) -> bool:
+        """Wait until no compile of this cache is running; whether that happened in time."""
+        with self._lock:
+            pending = list(self._inflight.values())
+        done, _ = wait(pending, timeout=timeout_s)
+        return len(done) == len(pending)
 
     def _key(self, params: StructuredOutputsParams) -> tuple[Any, str, str, bool]:
         bound = self.bound_numbers if params.bound_numbers is None else params.bound_numbers
