@@ -12,6 +12,7 @@ while compiling drops the request; the compile itself runs on and lands in the c
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ class CompilingRequests:
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
         self._parked: dict[str, Parked] = {}
+        self._rejected: list[tuple[str, BaseException]] = []
 
     def __len__(self) -> int:
         return len(self._parked)
@@ -60,7 +62,23 @@ class CompilingRequests:
     def drop(self, request_id: str) -> bool:
         return self._parked.pop(request_id, None) is not None
 
-    def ended(self) -> tuple[list[Parked], list[tuple[str, BaseException]]]:
+    def admit_ended(self, admit: Callable[[str, str | None, list[int], Any], None]) -> None:
+        """`admit(request_id, prompt, prompt_token_ids, params)` each request whose grammar is
+        ready; those that fail (compile error, past the deadline, `admit` raising) wait in
+        `take_rejected`."""
+        ready, failed = self._ended()
+        for parked in ready:
+            try:
+                admit(parked.request_id, parked.prompt, parked.prompt_token_ids, parked.params)
+            except Exception as exc:  # e.g. max_tokens too small for the planned completion
+                failed.append((parked.request_id, exc))
+        self._rejected.extend(failed)
+
+    def take_rejected(self) -> list[tuple[str, BaseException]]:
+        rejected, self._rejected = self._rejected, []
+        return rejected
+
+    def _ended(self) -> tuple[list[Parked], list[tuple[str, BaseException]]]:
         """(requests whose grammar is ready, (request id, error) of those that failed or ran
         past the deadline); both leave the parking."""
         ready: list[Parked] = []

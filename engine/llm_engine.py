@@ -98,10 +98,8 @@ class LLMEngine:
             structured_output = ConstrainedDecoding.for_engine(self, config.reasoning_parser)
         self.structured_output = structured_output
         self.requests: dict[str, Request] = {}
-        # requests whose grammar compiles off the step loop (engine/compiling.py), and those
-        # that failed there: `take_rejected` hands them to the caller after a step
+        # requests whose grammar compiles off the step loop (engine/compiling.py)
         self.compiling = CompilingRequests(config.structured_outputs_compile_timeout)
-        self._rejected: list[tuple[str, BaseException]] = []
         self.num_traced_requests = 0  # with token_trace: while 0, a step does no trace work
         self.num_steps = 0  # forward passes run, and the sequences they carried in all
         self.num_step_seqs = 0
@@ -304,25 +302,14 @@ class LLMEngine:
     def take_rejected(self) -> list[tuple[str, BaseException]]:
         """(request id, error) of the requests whose grammar failed to compile (or ran past the
         compile timeout) since the last call; they are gone from the engine."""
-        rejected, self._rejected = self._rejected, []
-        return rejected
-
-    def _admit_compiled(self) -> None:
-        ready, failed = self.compiling.ended()
-        for parked in ready:
-            try:
-                self._admit(parked.request_id, parked.prompt, parked.prompt_token_ids,
-                            parked.params)
-            except Exception as exc:  # e.g. max_tokens too small for the planned completion
-                failed.append((parked.request_id, exc))
-        self._rejected.extend(failed)
+        return self.compiling.take_rejected()
 
     # --- the step -------------------------------------------------------------------------
 
     @torch.inference_mode()
     def step(self) -> list[RequestOutput]:
         if len(self.compiling):
-            self._admit_compiled()
+            self.compiling.admit_ended(self._admit)
         batch = self.scheduler.schedule()
         if batch is None:
             self.compiling.wait_any(0.01)  # nothing to run until a grammar is ready

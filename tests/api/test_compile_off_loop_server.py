@@ -10,16 +10,9 @@ from typing import Any
 
 import httpx
 import pytest
-from thinkgate.benchmarks.bench_server import request_body
+from thinkgate.benchmarks.bench_compile_stall import stream_gaps, synthetic_schema
 
 MODEL = "thinkgate-demo"
-
-
-def slow_schema(salt: int, num_props: int) -> dict[str, Any]:
-    props = {f"field_{salt}_{i}": {"type": "string",
-                                   "pattern": f"^[a-z]{{{i % 7 + 1},{i % 7 + 9}}}-[0-9]{{{i % 5 + 1}}}$"}
-             for i in range(num_props)}
-    return {"type": "object", "properties": props, "required": list(props)[:2]}
 
 
 def _json_chat(schema: dict[str, Any]) -> dict[str, Any]:
@@ -37,23 +30,11 @@ def server(server_factory: Any) -> Any:
 
 def test_slow_compile_does_not_stall_another_stream(server: Any) -> None:
     gaps: list[float] = []
-
-    def stream() -> None:
-        body = request_body(MODEL, "Tell me about honey bees.", 600, temperature=0)
-        with httpx.Client(timeout=60) as c, c.stream("POST", f"{server.url}/chat/completions",
-                                                     json=body) as r:
-            last = None
-            for line in r.iter_lines():
-                now = time.monotonic()
-                if line.startswith("data: ") and last is not None:
-                    gaps.append(now - last)
-                last = now
-
-    reader = threading.Thread(target=stream)
+    reader = threading.Thread(target=stream_gaps, args=(server.url, MODEL, 600, gaps))
     reader.start()
     time.sleep(0.3)  # the stream is under way
     t = time.monotonic()
-    r = httpx.post(f"{server.url}/chat/completions", json=_json_chat(slow_schema(1, 300)),
+    r = httpx.post(f"{server.url}/chat/completions", json=_json_chat(synthetic_schema(1, 300)),
                    timeout=60)
     took = time.monotonic() - t
     reader.join(timeout=60)
@@ -64,7 +45,7 @@ def test_slow_compile_does_not_stall_another_stream(server: Any) -> None:
 
 
 def test_compile_past_the_timeout_is_a_400_for_that_request_only(server: Any) -> None:
-    r = httpx.post(f"{server.url}/chat/completions", json=_json_chat(slow_schema(2, 700)),
+    r = httpx.post(f"{server.url}/chat/completions", json=_json_chat(synthetic_schema(2, 700)),
                    timeout=60)
     assert r.status_code == 400, r.text
     error = r.json()["error"]

@@ -10,17 +10,9 @@ from typing import Any
 import pytest
 from thinkgate import LLM, SamplingParams, StructuredOutputsParams
 from thinkgate.api.chat import chat_layer_for
+from thinkgate.benchmarks.bench_compile_stall import synthetic_schema
 
 PROMPT = "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
-
-
-def slow_schema(salt: int, num_props: int = 300) -> dict[str, Any]:
-    """An object of many pattern-checked strings: about 1 s of xgrammar compile on the demo
-    vocabulary for 300 properties (each `salt` a different schema, so nothing is cached)."""
-    props = {f"field_{salt}_{i}": {"type": "string",
-                                   "pattern": f"^[a-z]{{{i % 7 + 1},{i % 7 + 9}}}-[0-9]{{{i % 5 + 1}}}$"}
-             for i in range(num_props)}
-    return {"type": "object", "properties": props, "required": list(props)[:2]}
 
 
 def _params(schema: dict[str, Any], max_tokens: int = 24) -> SamplingParams:
@@ -56,7 +48,7 @@ def test_slow_compile_parks_only_its_request(llm: Any) -> None:
     for _ in range(3):
         engine.step()
     t = time.perf_counter()
-    engine.add_request("slow", PROMPT, _params(slow_schema(1)))
+    engine.add_request("slow", PROMPT, _params(synthetic_schema(1, 300)))
     assert time.perf_counter() - t < 0.1  # the add did not wait for the compile
     assert "slow" in engine.compiling and "slow" not in engine.requests
     steps: list[float] = []
@@ -84,7 +76,7 @@ def test_compile_past_the_timeout_fails_only_that_request(quick_timeout: Any) ->
     engine = quick_timeout.llm_engine
     engine.add_request("plain", PROMPT, SamplingParams(temperature=0, max_tokens=60,
                                                        ignore_eos=True))
-    engine.add_request("slow", PROMPT, _params(slow_schema(2, num_props=400)))
+    engine.add_request("slow", PROMPT, _params(synthetic_schema(2, 400)))
     rejected: list[tuple[str, BaseException]] = []
     plain = None
     while engine.has_unfinished_requests():
@@ -101,7 +93,7 @@ def test_compile_past_the_timeout_fails_only_that_request(quick_timeout: Any) ->
 def test_llm_generate_raises_for_a_compile_past_the_timeout(quick_timeout: Any) -> None:
     with pytest.raises(ValueError, match="did not compile within"):
         quick_timeout.generate([PROMPT, PROMPT],
-                               [SamplingParams(max_tokens=8), _params(slow_schema(3, 400))],
+                               [SamplingParams(max_tokens=8), _params(synthetic_schema(3, 400))],
                                use_tqdm=False)
     assert not quick_timeout.llm_engine.has_unfinished_requests()
     out = quick_timeout.generate(PROMPT, SamplingParams(max_tokens=4), use_tqdm=False)
@@ -110,7 +102,7 @@ def test_llm_generate_raises_for_a_compile_past_the_timeout(quick_timeout: Any) 
 
 def test_abort_while_compiling_frees_the_request(llm: Any) -> None:
     engine = llm.llm_engine
-    engine.add_request("gone", PROMPT, _params(slow_schema(4)))
+    engine.add_request("gone", PROMPT, _params(synthetic_schema(4, 300)))
     assert "gone" in engine.compiling
     assert engine.abort_request("gone") is None
     assert not engine.has_unfinished_requests()
