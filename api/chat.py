@@ -30,9 +30,9 @@ from thinkgate.api.chat_constraints import (
     normalize_tool_choice,
 )
 from thinkgate.api.prompt_tokens import PromptTokenizer, encode_bounded
-from thinkgate.engine.constrained import install_constrained_decoding
 from thinkgate.engine.outputs import CompletionOutput, RequestOutput
 from thinkgate.engine.sampling_params import SamplingParams
+from thinkgate.engine.structured.constrained import install_constrained_decoding
 from thinkgate.parsers import Parser, StreamParser, collect, get_parser
 
 Message = Mapping[str, Any]

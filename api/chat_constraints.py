@@ -24,15 +24,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import xgrammar as xgr
-from thinkgate.engine.grammar_compile import (
-    bound_json_whitespace,
-    bound_tag_numbers,
+from thinkgate.engine.sampling_params import StructuredOutputsParams
+from thinkgate.engine.structured.grammar_compile import bound_json_whitespace, bound_tag_numbers
+from thinkgate.engine.structured.json_schema_rules import bound_schema_numbers, unenforced_keywords
+from thinkgate.engine.structured.xgrammar_backend import (
     check_enforceable,
     json_grammar_text,
     tag_schemas,
 )
-from thinkgate.engine.json_schema_rules import bound_schema_numbers, unenforced_keywords
-from thinkgate.engine.sampling_params import StructuredOutputsParams
 
 ToolChoice = str | Mapping[str, Any] | None
 

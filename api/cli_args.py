@@ -93,6 +93,14 @@ def add_model_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     p.add_argument("--structured-outputs-compile-timeout", type=float, default=30.0,
                    help="seconds a request's grammar may compile (off the step loop, the other "
                         "requests decoding meanwhile) before that request fails with a 400")
+    p.add_argument("--structured-outputs-backend", choices=["auto", "xgrammar", "guidance"],
+                   default="auto",
+                   help="the grammar backend (vLLM's names): auto picks per constraint (llguidance "
+                        "for JSON schemas and regexes, xgrammar for EBNF, choices and tool-call "
+                        "tags; the other when the first refuses), or one alone")
+    p.add_argument("--structured-outputs-disable-additional-properties", action="store_true",
+                   help="JSON objects take only the properties their schema lists, even where "
+                        "the schema allows others (vLLM's guidance option)")
     p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
                    default=True, help="reuse the KV of cached prompt prefixes (default on; "
                    "--no-enable-prefix-caching turns it off)")

@@ -64,6 +64,9 @@ def engine_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
         "enable_prefix_caching": getattr(ns, "enable_prefix_caching", True),
         "structured_outputs_compile_timeout": getattr(ns, "structured_outputs_compile_timeout",
                                                       30.0),
+        "structured_outputs_backend": getattr(ns, "structured_outputs_backend", "auto"),
+        "structured_outputs_disable_additional_properties": getattr(
+            ns, "structured_outputs_disable_additional_properties", False),
     }
 
 
@@ -92,8 +95,8 @@ def start_engine(ns: argparse.Namespace) -> Any:
         return EngineProcessClient(config, ns.reasoning_parser, plugins,
                                    threads=getattr(ns, "engine_threads", None))
     from thinkgate.engine.async_engine import AsyncLLMEngine
-    from thinkgate.engine.constrained import ConstrainedDecoding
     from thinkgate.engine.llm_engine import LLMEngine
+    from thinkgate.engine.structured.constrained import ConstrainedDecoding
 
     llm_engine = LLMEngine(config)
     llm_engine.structured_output = ConstrainedDecoding.for_engine(llm_engine,

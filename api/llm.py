@@ -45,7 +45,9 @@ class LLM:
     ) -> None:
         unknown = set(kwargs) - {"reasoning_parser", "tool_call_parser", "trust_remote_code",
                                  "bound_json_numbers", "complete_before_max_tokens",
-                                 "structured_outputs_compile_timeout"}
+                                 "structured_outputs_compile_timeout",
+                                 "structured_outputs_backend",
+                                 "structured_outputs_disable_additional_properties"}
         if unknown:
             raise ValueError(f"unknown LLM arguments: {sorted(unknown)}")
         if model is None:  # the demo model thinks in qwen3's format and calls tools as hermes
@@ -81,6 +83,9 @@ class LLM:
             complete_before_max_tokens=kwargs.pop("complete_before_max_tokens", False),
             structured_outputs_compile_timeout=kwargs.pop("structured_outputs_compile_timeout",
                                                           30.0),
+            structured_outputs_backend=kwargs.pop("structured_outputs_backend", "auto"),
+            structured_outputs_disable_additional_properties=kwargs.pop(
+                "structured_outputs_disable_additional_properties", False),
         )
         self.llm_engine = LLMEngine(config)
         self._counter = itertools.count()

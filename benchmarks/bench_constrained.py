@@ -16,7 +16,7 @@ filling the bitmask, and the part of it the step loop waited for (not hidden beh
 forward). The grammar's compile happens before timing (it is cached per schema). `--schemas`
 picks the constrained side's schemas (people: the list above; long_keys: objects with long
 fixed keys; enums: objects of long enum values), `--jump-forward` times it without and/or with
-jump-forward (engine/jump_forward.py); `steps` is the median number of engine steps per run.
+jump-forward (engine/structured/jump_forward.py); `steps` is the median number of engine steps per run.
 A second table, `complete/json`, is the tok/s ratio of `complete_before_max_tokens` on against
 off, both under a schema with a short completion (the option plans on each of the last steps),
 with jump-forward as the engine's default: the option's cost per step (`steps off / on`: engine

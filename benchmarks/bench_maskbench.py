@@ -47,7 +47,7 @@ class ThinkgateEngine:
     name = "thinkgate"
 
     def __init__(self, tokenizer: Any, vocab_size: int, stop_ids: list[int]) -> None:
-        from thinkgate.engine.grammar import Grammar
+        from thinkgate.engine.structured.grammar import Grammar
 
         self.grammar = Grammar(tokenizer, vocab_size, stop_ids, max_num_seqs=1)
         self.stop = stop_ids[0]

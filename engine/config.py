@@ -100,7 +100,7 @@ class EngineConfig:
     # vLLM's name: no torch.compile and no CUDA graphs (engine/compiled_decode.py); None: read
     # $THINKGATE_ENFORCE_EAGER ("1" = eager; the test suite sets it), else False
     enforce_eager: bool | None = None
-    # write grammar-forced text in one forward (engine/jump_forward.py); per request:
+    # write grammar-forced text in one forward (engine/structured/jump_forward.py); per request:
     # StructuredOutputsParams.jump_forward
     jump_forward: bool = True
     # structured outputs' defaults for requests that leave them None (sampling_params.py)
@@ -110,6 +110,11 @@ class EngineConfig:
     enable_prefix_caching: bool = True
     # seconds a request's grammar may compile (off the step loop) before it fails alone
     structured_outputs_compile_timeout: float = 30.0
+    # which grammar backend compiles constraints (vLLM's names): auto picks per constraint
+    # (engine/structured/backend.py), xgrammar or guidance (llguidance) alone
+    structured_outputs_backend: str = "auto"
+    # vLLM's guidance option: objects take no properties beyond those their schema lists
+    structured_outputs_disable_additional_properties: bool = False
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES and not isinstance(self.dtype, torch.dtype):
@@ -146,7 +151,11 @@ class EngineConfig:
             object.__setattr__(self, "enforce_eager", env not in ("", "0", "false", "no"))
         if not isinstance(self.enforce_eager, bool):
             raise ValueError(f"enforce_eager must be a bool, got {self.enforce_eager!r}")
-        for name in ("bound_json_numbers", "complete_before_max_tokens"):
+        from thinkgate.engine.structured.backend import check_backend
+
+        check_backend(self.structured_outputs_backend)
+        for name in ("bound_json_numbers", "complete_before_max_tokens",
+                     "structured_outputs_disable_additional_properties"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         timeout = self.structured_outputs_compile_timeout

@@ -145,8 +145,8 @@ class _Sender:
 
 def _build(spec: dict[str, Any]) -> Any:
     import torch
-    from thinkgate.engine.constrained import ConstrainedDecoding
     from thinkgate.engine.llm_engine import LLMEngine
+    from thinkgate.engine.structured.constrained import ConstrainedDecoding
     from thinkgate.parsers import load_plugin
 
     config = spec["config"]

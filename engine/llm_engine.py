@@ -15,7 +15,6 @@ import torch
 from thinkgate.engine.block_manager import BlockManager
 from thinkgate.engine.compiled_decode import CompiledDecode, compiler_available
 from thinkgate.engine.compiled_prefill import CompiledPrefill
-from thinkgate.engine.compiling import CompilingRequests
 from thinkgate.engine.config import EngineConfig
 from thinkgate.engine.cuda_graphs import DecodeGraphs, attention_plan, capture_sizes
 from thinkgate.engine.detokenizer import IncrementalDetokenizer
@@ -34,7 +33,8 @@ from thinkgate.engine.sampling_params import RequestOutputKind, SamplingParams
 from thinkgate.engine.scheduler import Scheduler
 from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.slot_cache import SlotKVCache
-from thinkgate.engine.structured_output import StructuredOutputHook
+from thinkgate.engine.structured.compiling import CompilingRequests
+from thinkgate.engine.structured.structured_output import StructuredOutputHook
 from thinkgate.engine.token_trace import trace_after, trace_before
 from thinkgate.engine.tokenizer import eos_token_ids, load_tokenizer
 
@@ -93,12 +93,12 @@ class LLMEngine:
         self._plan_attention()
         self.sampler = Sampler(self.vocab_size, self.eos_token_ids, self.device)
         if structured_output is None:
-            from thinkgate.engine.constrained import ConstrainedDecoding
+            from thinkgate.engine.structured.constrained import ConstrainedDecoding
 
             structured_output = ConstrainedDecoding.for_engine(self, config.reasoning_parser)
         self.structured_output = structured_output
         self.requests: dict[str, Request] = {}
-        # requests whose grammar compiles off the step loop (engine/compiling.py)
+        # requests whose grammar compiles off the step loop (engine/structured/compiling.py)
         self.compiling = CompilingRequests(config.structured_outputs_compile_timeout)
         self.num_traced_requests = 0  # with token_trace: while 0, a step does no trace work
         self.num_steps = 0  # forward passes run, and the sequences they carried in all
@@ -214,7 +214,7 @@ class LLMEngine:
 
     def add_request(self, request_id: str, prompt: PromptType, params: SamplingParams) -> None:
         """Validate and queue a request; ValueError for a bad one. A grammar that takes longer
-        than a few ms to compile parks the request until it is ready (engine/compiling.py);
+        than a few ms to compile parks the request until it is ready (engine/structured/compiling.py);
         its later failure comes out of `take_rejected`."""
         if request_id in self.requests or request_id in self.compiling:
             raise ValueError(f"request_id {request_id!r} is already running")

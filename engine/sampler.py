@@ -17,7 +17,7 @@ from typing import cast
 import torch
 from thinkgate.engine.outputs import Logprob
 from thinkgate.engine.sequence import Sequence
-from thinkgate.engine.structured_output import GateInputs
+from thinkgate.engine.structured.structured_output import GateInputs
 from thinkgate.kernels import SamplingTensors, sample, update_reasoning_state
 from thinkgate.kernels.backend import use_triton
 from thinkgate.kernels.sample_plain_cpu import PLAIN_ROWS, sample_plain

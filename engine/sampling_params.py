@@ -45,7 +45,7 @@ class StructuredOutputsParams:
     structural_tag: str | dict[str, Any] | None = None
     disable_any_whitespace: bool = True
     enable_in_reasoning: bool = False
-    jump_forward: bool = True  # write grammar-forced text in one forward (engine/jump_forward.py)
+    jump_forward: bool = True  # write grammar-forced text in one forward (engine/structured/jump_forward.py)
     bound_numbers: bool | None = None
     complete_before_max_tokens: bool | None = None
     best_effort: bool = False

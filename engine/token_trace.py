@@ -12,7 +12,7 @@ sample appends one `TraceEntry`:
     forced          a spent thinking_token_budget forced this id (the end marker)
     ended_thinking  this token completed the end marker: the gate switched to answering here
 
-Jump-forward ids (engine/jump_forward.py) are traced as masked with one allowed id: the grammar
+Jump-forward ids (engine/structured/jump_forward.py) are traced as masked with one allowed id: the grammar
 left only that text.
 
 The engine calls `trace_before` after the mask is filled and before sampling, and `trace_after`
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 from thinkgate.engine.sequence import Sequence
-from thinkgate.engine.structured_output import GateInputs
+from thinkgate.engine.structured.structured_output import GateInputs
 from thinkgate.kernels.bitmask import unpack_bitmask_ref
 from thinkgate.kernels.reasoning import reasoning_gate_ref
 

@@ -1,6 +1,8 @@
-"""Grammars compile off the step loop (issue 31 item 4, engine/compiling.py): a slow compile
+"""Grammars compile off the step loop (issue 31 item 4, engine/structured/compiling.py): a slow compile
 parks its own request while the others keep decoding; a compile past the timeout fails only that
-request; an abort while compiling frees it."""
+request; an abort while compiling frees it. The slow compiles are xgrammar's (the synthetic
+schemas take it hundreds of milliseconds; llguidance, which `auto` picks for them, one), so these
+engines run with `structured_outputs_backend="xgrammar"`."""
 
 from __future__ import annotations
 
@@ -21,22 +23,35 @@ def _params(schema: dict[str, Any], max_tokens: int = 24) -> SamplingParams:
 
 
 @pytest.fixture(autouse=True)
-def no_compile_left_running(llm: Any) -> Any:
+def no_compile_left_running() -> Any:
     """Compiles a test abandoned (timed out, aborted) still run on the shared compile threads;
     wait for them so that the next test's quick compiles are quick again."""
     yield
-    for model in (llm, *_MODELS):
+    for model in _MODELS:
         assert model.llm_engine.structured_output.grammar.cache.wait_idle(60)
 
 
 _MODELS: list[Any] = []
 
 
+def _xgrammar_llm(**kwargs: Any) -> Any:
+    model = LLM(max_num_seqs=8, structured_outputs_backend="xgrammar", **kwargs)
+    chat_layer_for(model)  # installs the constrained-decoding hook
+    model.llm_engine.structured_output.grammar.cache.wait_idle(60)
+    _MODELS.append(model)
+    return model
+
+
+@pytest.fixture(scope="module")
+def llm() -> Any:
+    model = _xgrammar_llm()
+    yield model
+    _MODELS.remove(model)
+
+
 @pytest.fixture(scope="module")
 def quick_timeout() -> Any:
-    model = LLM(max_num_seqs=8, structured_outputs_compile_timeout=0.3)
-    chat_layer_for(model)  # installs the constrained-decoding hook
-    _MODELS.append(model)
+    model = _xgrammar_llm(structured_outputs_compile_timeout=0.3)
     yield model
     _MODELS.remove(model)
 

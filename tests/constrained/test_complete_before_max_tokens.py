@@ -14,20 +14,23 @@ import xgrammar as xgr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from thinkgate import SamplingParams, StructuredOutputsParams
-from thinkgate.engine.grammar_compile import GrammarCompileCache
-from thinkgate.engine.json_completion import shortest_completion
+from thinkgate.engine.structured.grammar_compile import GrammarCompileCache
+from thinkgate.engine.structured.json_completion import shortest_completion
 
 PROMPT = ("<|im_start|>user\nDescribe it as JSON.<|im_end|>\n<|im_start|>assistant\n"
           "<think>\n\n</think>\n\n")
 
 # the issue's case: strings with maxLength, enums, integers, one number
+# Objects are closed (additionalProperties: false, as OpenAI's strict mode sends them): by
+# JSON Schema an object takes other keys too, and the demo model at temperature 1 writes
+# extra keys until max_tokens.
 SMALL_SCHEMAS: list[dict[str, Any]] = [
-    {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10},
+    {"type": "object", "additionalProperties": False, "properties": {"name": {"type": "string", "maxLength": 10},
                                       "age": {"type": "integer"}}, "required": ["name", "age"]},
-    {"type": "object", "properties": {"color": {"enum": ["red", "green", "blue"]},
+    {"type": "object", "additionalProperties": False, "properties": {"color": {"enum": ["red", "green", "blue"]},
                                       "count": {"type": "integer"}},
      "required": ["color", "count"]},
-    {"type": "object", "properties": {"label": {"type": "string", "maxLength": 6},
+    {"type": "object", "additionalProperties": False, "properties": {"label": {"type": "string", "maxLength": 6},
                                       "score": {"type": "number"}},
      "required": ["label", "score"]},
 ]
@@ -80,7 +83,7 @@ def test_tool_arguments_are_bounded_too() -> None:
     cache = GrammarCompileCache(xgr.TokenizerInfo([chr(c) for c in range(32, 127)]), "ascii")
     from thinkgate.parsers.tools.grammar import render_calls
 
-    tag = _tool_tag({"type": "object", "properties": {"n": {"type": "integer"}},
+    tag = _tool_tag({"type": "object", "additionalProperties": False, "properties": {"n": {"type": "integer"}},
                      "required": ["n"]})
     for digits, accepted in ((16, True), (17, False)):
         call = render_calls("hermes", [("f", {"n": int("7" * digits)})])
@@ -90,7 +93,7 @@ def test_tool_arguments_are_bounded_too() -> None:
 
 def test_shortest_completion_of_a_partial_object() -> None:
     cache = GrammarCompileCache(xgr.TokenizerInfo([chr(c) for c in range(32, 127)]), "ascii")
-    schema = {"type": "object", "properties": {
+    schema = {"type": "object", "additionalProperties": False, "properties": {
         "a": {"type": "string", "minLength": 2}, "b": {"enum": ["xy", "z"]},
         "c": {"type": "array", "items": {"type": "integer", "minimum": 3}, "minItems": 1}},
         "required": ["a", "b", "c"]}
@@ -223,7 +226,7 @@ def test_property_outputs_validate_many(llm: Any, tokenizer: Any, schema: dict[s
 
 
 def test_max_tokens_below_the_smallest_output_is_refused(llm: Any) -> None:
-    schema = {"type": "object", "properties": {"customer_full_name": {"type": "string"},
+    schema = {"type": "object", "additionalProperties": False, "properties": {"customer_full_name": {"type": "string"},
                                                "preferred_contact_method": {"enum": ["email"]}},
               "required": ["customer_full_name", "preferred_contact_method"]}
     params = SamplingParams(max_tokens=5, structured_outputs=_so(

@@ -9,7 +9,10 @@ import jsonschema
 from thinkgate import LLM, SamplingParams, StructuredOutputsParams
 from thinkgate.engine.reasoning_slots import replay
 
-SCHEMA = {"type": "object", "properties": {
+# Objects are closed (additionalProperties: false, as OpenAI's strict mode sends them): by
+# JSON Schema an object takes other keys too, and the demo model at temperature 1 writes
+# extra keys until max_tokens.
+SCHEMA = {"type": "object", "additionalProperties": False, "properties": {
     "city": {"type": "string", "maxLength": 8},
     "temp": {"type": "integer", "minimum": -40, "maximum": 50}}, "required": ["city", "temp"]}
 ASK = [{"role": "user", "content": "What's the weather in Lisbon?"}]

@@ -1,4 +1,4 @@
-"""engine/grammar.py without a model: compile cache, errors, bitmask buffer, matchers."""
+"""engine/structured/grammar.py without a model: compile cache, errors, bitmask buffer, matchers."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ import jsonschema
 import pytest
 import torch
 import xgrammar as xgr
-from thinkgate.engine.grammar import Grammar, RequestGrammar
 from thinkgate.engine.reasoning_slots import RowGate
 from thinkgate.engine.sampling_params import StructuredOutputsParams as SO
+from thinkgate.engine.structured.grammar import Grammar, RequestGrammar
 
-SCHEMA = {"type": "object", "properties": {
+# Objects are closed (additionalProperties: false, as OpenAI's strict mode sends them): by
+# JSON Schema an object takes other keys too, and the demo model at temperature 1 writes
+# extra keys until max_tokens.
+SCHEMA = {"type": "object", "additionalProperties": False, "properties": {
     "name": {"type": "string", "maxLength": 6},
     "n": {"type": "integer", "minimum": 0, "maximum": 99}}, "required": ["name", "n"]}
 

@@ -1,4 +1,4 @@
-"""Free-form JSON objects never repeat a key (engine/json_keys.py)."""
+"""Free-form JSON objects never repeat a key (engine/structured/json_keys.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from thinkgate import SamplingParams, StructuredOutputsParams
-from thinkgate.engine.json_keys import KeyTracker, VocabIndex
+from thinkgate.engine.structured.json_keys import KeyTracker, VocabIndex
 
 PROMPT = ("<|im_start|>user\nDescribe it as JSON.<|im_end|>\n<|im_start|>assistant\n"
           "<think>\n\n</think>\n\n")

@@ -22,13 +22,16 @@ PROMPT = ("<|im_start|>user\nDescribe it as JSON.<|im_end|>\n<|im_start|>assista
           "<think>\n\n</think>\n\n")
 THINKING_PROMPT = "<|im_start|>user\nWhat's the weather in Paris?<|im_end|>\n<|im_start|>assistant\n"
 
-LONG_KEYS = {"type": "object", "properties": {
+# Objects are closed (additionalProperties: false, as OpenAI's strict mode sends them): by
+# JSON Schema an object takes other keys too, and the demo model at temperature 1 writes
+# extra keys until max_tokens.
+LONG_KEYS = {"type": "object", "additionalProperties": False, "properties": {
     "location_name_of_the_city": {"type": "string", "maxLength": 10},
     "temperature_unit_preference": {"enum": ["celsius", "fahrenheit"]},
     "include_the_forecast_for_tomorrow": {"type": "boolean"}},
     "required": ["location_name_of_the_city", "temperature_unit_preference",
                  "include_the_forecast_for_tomorrow"]}
-ENUMS = {"type": "object", "properties": {
+ENUMS = {"type": "object", "additionalProperties": False, "properties": {
     "weather_condition": {"enum": ["sunny_and_clear", "cloudy_with_rain", "snowing_heavily"]},
     "wind": {"enum": ["calm", "breezy", "stormy"]},
     "alert_level": {"type": "integer", "minimum": 0, "maximum": 5}},
@@ -37,9 +40,9 @@ SCHEMAS = [LONG_KEYS, ENUMS]
 # the demo model's own tool-call shape: it writes these keys with the tokenizer's usual ids,
 # so greedy outputs match token for token (on keys it never saw it spells them oddly, e.g.
 # "lo" "cation", and forced ids, which are the tokenizer's, change what it writes next)
-CALL = {"type": "object", "properties": {
+CALL = {"type": "object", "additionalProperties": False, "properties": {
     "name": {"enum": ["get_weather", "get_time", "get_stock_price", "set_alarm"]},
-    "arguments": {"type": "object", "properties": {
+    "arguments": {"type": "object", "additionalProperties": False, "properties": {
         "city": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]}},
         "required": ["city", "unit"]}}, "required": ["name", "arguments"]}
 QUESTIONS = ["What's the weather in Paris? Use celsius.", "What time is it in Tokyo?",

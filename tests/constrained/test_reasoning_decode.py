@@ -10,10 +10,13 @@ from typing import Any
 import jsonschema
 import pytest
 from thinkgate import SamplingParams, StructuredOutputsParams
-from thinkgate.engine.constrained import ConstrainedDecoding
+from thinkgate.engine.structured.constrained import ConstrainedDecoding
 from thinkgate.parsers import Parser, ReasoningFormat
 
-SCHEMA = {"type": "object", "properties": {
+# Objects are closed (additionalProperties: false, as OpenAI's strict mode sends them): by
+# JSON Schema an object takes other keys too, and the demo model at temperature 1 writes
+# extra keys until max_tokens.
+SCHEMA = {"type": "object", "additionalProperties": False, "properties": {
     "city": {"type": "string", "maxLength": 10},
     "temp": {"type": "integer", "minimum": -40, "maximum": 50}}, "required": ["city", "temp"]}
 RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "weather", "schema": SCHEMA}}

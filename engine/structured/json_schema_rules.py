@@ -16,6 +16,7 @@ fraction digits and 3 exponent digits.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -63,8 +64,11 @@ ENFORCED_FORMATS = frozenset({
     "date-time", "date", "time", "duration", "email", "hostname", "ipv4", "ipv6", "uri",
     "uri-reference", "uuid", "uri-template", "json-pointer", "relative-json-pointer",
 })
-# draft 2020-12 formats the grammar accepts anything for: idn-email, idn-hostname, iri,
-# iri-reference, regex (and any format it does not know).
+# The formats JSON Schema (draft 2020-12) defines. Any other `format` value is unknown: by the
+# spec an annotation, which asserts nothing, so the backends drop it (`without_unknown_formats`).
+# Defined formats a backend cannot check make it refuse the schema (idn-email, idn-hostname,
+# iri, iri-reference, regex for xgrammar).
+SPEC_FORMATS = ENFORCED_FORMATS | {"idn-email", "idn-hostname", "iri", "iri-reference", "regex"}
 
 _ONE_SCHEMA = ("additionalProperties", "items", "contains", "propertyNames", "if", "then", "else",
                "not", "unevaluatedItems", "unevaluatedProperties", "additionalItems",
@@ -131,7 +135,7 @@ def _why_unenforced(sub: dict[str, Any], key: str, value: Any) -> str | None:
             return "enforced only for integers with an integer divisor"
         if any(b in sub for b in _BOUNDS):
             return "ignored by the grammar when the integer also has bounds"
-    if key == "format" and value not in ENFORCED_FORMATS:
+    if key == "format" and value in SPEC_FORMATS and value not in ENFORCED_FORMATS:
         return "the grammar does not check this format"
     if key == "additionalProperties" and value is not False and value is not None:
         return "keys under additionalProperties may repeat"
@@ -146,28 +150,29 @@ def _why_unenforced(sub: dict[str, Any], key: str, value: Any) -> str | None:
     return None
 
 
-def bound_schema_numbers(schema: Any) -> Any:
+def bound_schema_numbers(schema: Any, both: bool = False) -> Any:
     """A copy of `schema` where each integer/number with one bound gets the other (|x| < 1e16).
 
     A schema bound takes precedence; a side is left open when the default would contradict it
     (e.g. `minimum: 1e20`), and `multipleOf` integers keep no range (xgrammar drops multipleOf
     when a range is given). Schemas with no bound at all keep xgrammar's number rules, which
-    `bound_number_rules` bounds."""
+    `bound_number_rules` bounds; with `both` (the llguidance backend, which has no number rules
+    to rewrite) they get both bounds, which bounds their integer digits."""
     if not isinstance(schema, dict):
         return schema
     out = dict(schema)
     for key in _ONE_SCHEMA:
         value = schema.get(key)
         if isinstance(value, dict):
-            out[key] = bound_schema_numbers(value)
+            out[key] = bound_schema_numbers(value, both)
         elif isinstance(value, list) and key in ("items", "additionalItems"):
-            out[key] = [bound_schema_numbers(v) for v in value]
+            out[key] = [bound_schema_numbers(v, both) for v in value]
     for key in _SCHEMA_MAPS + ("dependencies",):
         if isinstance(schema.get(key), dict):
-            out[key] = {n: bound_schema_numbers(s) for n, s in schema[key].items()}
+            out[key] = {n: bound_schema_numbers(s, both) for n, s in schema[key].items()}
     for key in _SCHEMA_LISTS:
         if isinstance(schema.get(key), list):
-            out[key] = [bound_schema_numbers(v) for v in schema[key]]
+            out[key] = [bound_schema_numbers(v, both) for v in schema[key]]
     types = schema.get("type")
     types = {t for t in types if isinstance(t, str)} if isinstance(types, list) else {types}
     if not types & {"integer", "number"} or "multipleOf" in schema:
@@ -178,6 +183,8 @@ def bound_schema_numbers(schema: Any) -> Any:
         out["maximum"] = _NUMBER_LIMIT
     if high and not low and min(high) > -_NUMBER_LIMIT:
         out["minimum"] = -_NUMBER_LIMIT
+    if both and not low and not high:
+        out["minimum"], out["maximum"] = -_NUMBER_LIMIT, _NUMBER_LIMIT
     return out
 
 
@@ -209,3 +216,56 @@ def _is_num(value: Any) -> bool:
 
 def _escape(name: str) -> str:
     return str(name).replace("~", "~0").replace("/", "~1")
+
+
+def unknown_formats(schema: Any) -> list[str]:
+    """`"<format> at <json path>"` for each format value JSON Schema does not define."""
+    return [f"{sub['format']!r} at {path or '/'}" for sub, path in subschemas(schema)
+            if "format" in sub and sub["format"] not in SPEC_FORMATS]
+
+
+def without_unknown_formats(schema: Any) -> Any:
+    """`schema` without its unknown `format` annotations (a copy when there are any)."""
+    if not unknown_formats(schema):
+        return schema
+    copy = json.loads(json.dumps(schema))
+    for sub, _ in subschemas(copy):
+        if "format" in sub and sub["format"] not in SPEC_FORMATS:
+            del sub["format"]
+    return copy
+
+
+def allows_free_keys(schema: Any) -> bool:
+    """Whether an instance of `schema` may hold an object with keys the schema does not list
+    (additional properties allowed, or a value of any type): those keys could repeat, so the
+    repeated-key checks (engine/structured/json_keys.py) must watch the output. Errs towards
+    True: the checks cost a little time, never a valid output."""
+    if schema is True or schema == {}:
+        return True
+    for sub, _ in subschemas(schema):
+        types = sub.get("type")
+        if any(k in sub for k in ("const", "enum", "$ref")) or (
+                types is None and "properties" not in sub
+                and any(k in sub for k in ("anyOf", "oneOf", "allOf"))):  # their branches decide
+            continue
+        objects = types is None or types == "object" or (
+            isinstance(types, list) and "object" in types)
+        if objects and sub.get("additionalProperties", True) is not False:
+            return True
+        extra = sub.get("additionalProperties")
+        if extra is True or extra == {}:
+            return True
+    return False
+
+
+def closed_objects(schema: Any) -> Any:
+    """A copy of `schema` whose objects take no properties beyond the ones they list
+    (`additionalProperties: false` wherever the schema leaves it unset)."""
+    copy = json.loads(json.dumps(schema))
+    for sub, _ in subschemas(copy):
+        types = sub.get("type")
+        objects = types == "object" or (isinstance(types, list) and "object" in types) or (
+            "properties" in sub)
+        if objects and "additionalProperties" not in sub and "patternProperties" not in sub:
+            sub["additionalProperties"] = False
+    return copy

@@ -1,4 +1,4 @@
-"""Structured outputs with xgrammar: compile once, one matcher per request, one batch bitmask.
+"""Structured outputs: compile once (xgrammar or llguidance), one matcher per request, one bitmask.
 
 `Grammar` is what the step loop talks to:
 
@@ -29,11 +29,12 @@ from typing import Any
 
 import torch
 import xgrammar as xgr
-from thinkgate.engine.grammar_compile import GrammarCompileCache
-from thinkgate.engine.json_completion import CompletionPlanner
-from thinkgate.engine.json_keys import KeyTracker, VocabIndex
 from thinkgate.engine.reasoning_slots import RowGate
 from thinkgate.engine.sampling_params import StructuredOutputsParams
+from thinkgate.engine.structured.backend import Matcher
+from thinkgate.engine.structured.grammar_compile import GrammarCompileCache
+from thinkgate.engine.structured.json_completion import CompletionPlanner
+from thinkgate.engine.structured.json_keys import KeyTracker, VocabIndex
 
 logger = logging.getLogger(__name__)
 
@@ -48,16 +49,18 @@ class RequestGrammar:
     reasoning, sampled ids are not the grammar's.
     """
 
-    def __init__(self, compiled: xgr.CompiledGrammar, gate: RowGate | None,
+    def __init__(self, matcher: Matcher, gate: RowGate | None,
                  enable_in_reasoning: bool = False,
                  planner: CompletionPlanner | None = None,
-                 keys: tuple[KeyTracker, VocabIndex] | None = None) -> None:
-        self.matcher = xgr.GrammarMatcher(compiled)
-        self.keys = keys  # free-form objects: the keys written so far (engine/json_keys.py)
+                 keys: tuple[KeyTracker, VocabIndex] | None = None,
+                 backend: str = "xgrammar") -> None:
+        self.matcher = matcher
+        self.backend = backend  # which backend compiled the constraint
+        self.keys = keys  # free-form objects: the keys written so far (engine/structured/json_keys.py)
         self.gate = gate
         self.enable_in_reasoning = enable_in_reasoning
         self.error: str | None = None
-        # complete_before_max_tokens (engine/json_completion.py): the plan that fits
+        # complete_before_max_tokens (engine/structured/json_completion.py): the plan that fits
         self.planner = planner
         if planner is not None:
             planner.start(self.matcher)
@@ -134,7 +137,7 @@ class RequestGrammar:
         return ids
 
     def note_forced(self, ids: list[int], room: int) -> bool:
-        """Jump-forward ids the matcher accepted outside `accept` (engine/jump_forward.py),
+        """Jump-forward ids the matcher accepted outside `accept` (engine/structured/jump_forward.py),
         `room` tokens left after them: the key tracker and the completion plan follow them.
         False when no completion would fit after them: the matcher is rolled back over them
         and they must not be written."""
@@ -146,6 +149,12 @@ class RequestGrammar:
             for token in ids:
                 tracker.feed(index.text(token))
         return True
+
+
+def _guidance_backend(tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int]) -> Any:
+    from thinkgate.engine.structured.guidance_backend import GuidanceBackend
+
+    return GuidanceBackend(tokenizer, vocab_size, stop_token_ids)
 
 
 def _clear_repeated_keys(row: torch.Tensor, tracker: KeyTracker, index: VocabIndex) -> None:
@@ -182,7 +191,8 @@ class Grammar:
     def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int], *,
                  max_num_seqs: int, device: torch.device | str = "cpu",
                  max_cache_entries: int = 128, num_fill_threads: int = 1,
-                 overlap: bool | None = None, bound_numbers: bool = True) -> None:
+                 overlap: bool | None = None, bound_numbers: bool = True,
+                 backend: str = "auto", disable_additional_properties: bool = False) -> None:
         if not stop_token_ids:
             raise ValueError("Grammar needs at least one stop token id")
         self.vocab_size = vocab_size
@@ -192,8 +202,10 @@ class Grammar:
         info = xgr.TokenizerInfo.from_huggingface(
             tokenizer, vocab_size=vocab_size, stop_token_ids=list(stop_token_ids))
         key = f"{getattr(tokenizer, 'name_or_path', '')}|{vocab_size}|{sorted(stop_token_ids)}"
-        self.cache = GrammarCompileCache(info, key, max_cache_entries,
-                                         bound_numbers=bound_numbers)
+        self.cache = GrammarCompileCache(
+            info, key, max_cache_entries, bound_numbers=bound_numbers, backend=backend,
+            disable_additional_properties=disable_additional_properties,
+            guidance=lambda: _guidance_backend(tokenizer, vocab_size, stop_token_ids))
         self.max_num_seqs = max_num_seqs
         self.num_words = (vocab_size + 31) // 32
         pin = self.device.type == "cuda"
@@ -217,9 +229,10 @@ class Grammar:
     def new_request(self, params: StructuredOutputsParams, gate: RowGate | None = None,
                     planner: CompletionPlanner | None = None) -> RequestGrammar:
         """Compile (or fetch) the constraint and start a matcher; `ValueError` when it is bad."""
-        compiled, free_objects = self.cache.get_entry(params)
-        keys = (KeyTracker(), self.vocab_index) if free_objects else None
-        return RequestGrammar(compiled, gate, params.enable_in_reasoning, planner, keys)
+        entry = self.cache.get_entry(params)
+        keys = (KeyTracker(), self.vocab_index) if entry.free_objects else None
+        return RequestGrammar(self.cache.new_matcher(entry), gate, params.enable_in_reasoning,
+                              planner, keys, entry.backend)
 
     @property
     def vocab_index(self) -> VocabIndex:
@@ -265,7 +278,7 @@ class Grammar:
         """Fill rows [0, B) of the host buffer; (B, number of masked rows)."""
         start = time.perf_counter()
         host = self._host
-        matchers, indices, num_forced = [], [], 0
+        matchers, indices, others, num_forced = [], [], [], 0
         for i, row in enumerate(rows):
             forced = row.forced_token if row is not None else None
             if forced is not None:  # a forced completion allows one id
@@ -273,20 +286,24 @@ class Grammar:
                 host[i, forced // 32] = _bit_word(forced % 32)
                 num_forced += 1
             elif row is not None and row.constrained:
-                matchers.append(row.matcher)
-                indices.append(i)
+                if row.backend == "xgrammar":
+                    matchers.append(row.matcher)
+                    indices.append(i)
+                else:  # llguidance: one row at a time
+                    row.matcher.fill_next_token_bitmask(host, i)
+                    others.append(i)
             else:
                 host[i].fill_(_ALL_ALLOWED)
         if len(matchers) == 1:
             matchers[0].fill_next_token_bitmask(host, indices[0])
         elif matchers:
             self._batch_matcher.batch_fill_next_token_bitmask(matchers, host, indices)
-        for i in indices:
+        for i in indices + others:
             keys = rows[i].keys  # type: ignore[union-attr]
             if keys is not None:
                 _clear_repeated_keys(host[i], *keys)
         self.last_fill_s = time.perf_counter() - start
-        return len(rows), len(matchers) + num_forced
+        return len(rows), len(matchers) + len(others) + num_forced
 
     def accept(self, rows: Sequence[RequestGrammar | None], token_ids: Sequence[int]) -> list[int]:
         """Advance each row's matcher with its sampled id; the row indices whose grammar

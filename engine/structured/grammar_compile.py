@@ -1,32 +1,49 @@
-"""Compiling constraints with xgrammar: canonical keys, a bounded cache, clear errors.
+"""Compiling constraints: canonical keys, a bounded cache shared by both backends, clear errors.
 
-`GrammarCompileCache.get(params)` turns a `StructuredOutputsParams` into an xgrammar
-`CompiledGrammar`, once per distinct constraint and tokenizer; a bad schema, regex, EBNF grammar
-or structural tag raises `ValueError` naming it. JSON grammars never allow unbounded whitespace
-(structural tags get at most one whitespace character between JSON tokens), their strings
-never allow raw control characters, and their numbers are bounded unless the request turns
-`bound_numbers` off (engine/json_schema_rules.py). A JSON schema using a keyword the grammar
-does not enforce raises `ValueError` naming the keyword and its path, unless `best_effort`.
+`GrammarCompileCache.get_entry(params)` turns a `StructuredOutputsParams` into a
+`CompiledConstraint`, once per distinct constraint and tokenizer, with the first backend that
+compiles it (engine/structured/backend.py: `auto`, or the one the engine was started with); a bad
+schema, regex, EBNF grammar or structural tag, or one no backend enforces fully, raises
+`ValueError` naming it. JSON grammars never allow unbounded whitespace (structural tags get at
+most one whitespace character between JSON tokens), their strings never allow raw control
+characters, their numbers are bounded unless the request turns `bound_numbers` off
+(json_schema_rules.py), and unknown `format`s are dropped (annotations, by the spec). `prefetch`
+compiles on two lower-priority threads, off the step loop.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import threading
-from collections import OrderedDict
-from collections.abc import Sequence
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import xgrammar as xgr
-from thinkgate.engine.json_schema_rules import (
-    bound_number_rules,
-    bound_schema_numbers,
-    unenforced_keywords,
-)
 from thinkgate.engine.sampling_params import StructuredOutputsParams
+from thinkgate.engine.structured.backend import (
+    CompiledConstraint,
+    backend_order,
+    check_backend,
+)
+from thinkgate.engine.structured.json_schema_rules import (
+    bound_schema_numbers,
+    closed_objects,
+    without_unknown_formats,
+)
+from thinkgate.engine.structured.xgrammar_backend import (  # noqa: F401 (check_enforceable,
+    XGrammarBackend,  # tag_schemas: their old home)
+    check_enforceable,
+    short,
+    tag_schemas,
+)
+
+logger = logging.getLogger(__name__)
 
 # The compile threads' nice value: on a busy CPU the step loop's threads (torch's intra-op
 # pool among them, which waits at every barrier for a thread preempted by a compile) come
@@ -80,18 +97,24 @@ class GrammarCompileCache:
 
     def __init__(self, tokenizer_info: xgr.TokenizerInfo, tokenizer_key: str,
                  max_entries: int = 128, max_threads: int = 1,
-                 bound_numbers: bool = True) -> None:
+                 bound_numbers: bool = True, backend: str = "xgrammar",
+                 guidance: Callable[[], Any] | None = None,
+                 disable_additional_properties: bool = False) -> None:
         if max_entries < 1:
             raise ValueError(f"max_entries must be >= 1, got {max_entries}")
+        self.backend = check_backend(backend)
+        if backend != "xgrammar" and guidance is None:
+            raise ValueError(f"structured_outputs_backend={backend!r} needs the llguidance "
+                             "tokenizer (Grammar builds it)")
         self.tokenizer_info = tokenizer_info
         self.tokenizer_key = tokenizer_key
         self.max_entries = max_entries
         self.bound_numbers = bound_numbers  # the default when a request leaves it None
-        # xgrammar's own cache is unbounded; ours replaces it.
-        self._compiler = xgr.GrammarCompiler(tokenizer_info, max_threads=max_threads,
-                                             cache_enabled=False)
-        self._entries: OrderedDict[tuple[str, str, str], tuple[xgr.CompiledGrammar, bool]] = \
-            OrderedDict()
+        self.closed_objects = disable_additional_properties
+        self.xgrammar = XGrammarBackend(tokenizer_info, max_threads)
+        self._guidance_factory = guidance
+        self._guidance: Any = None  # built on first use (~1 s at 151k tokens): `guidance`
+        self._entries: OrderedDict[tuple[str, str, str], CompiledConstraint] = OrderedDict()
         # `prefetch` compiles on two worker threads (xgrammar releases the GIL while it
         # compiles), so a slow schema never stalls the step loop and one slow schema does not
         # hold up every other new one. The lock guards `_entries` and `_inflight`.
@@ -100,17 +123,33 @@ class GrammarCompileCache:
         self._jobs: set[Future[Any]] = set()  # every compile this cache has queued or running
         self.num_hits = 0
         self.num_misses = 0
+        self.compiled_by: Counter[str] = Counter()  # constraints compiled, per backend
+
+    @property
+    def guidance(self) -> Any:
+        """The llguidance backend (its tokenizer built once, on first use)."""
+        if self._guidance is None:
+            with self._lock:
+                if self._guidance is None:
+                    assert self._guidance_factory is not None
+                    self._guidance = self._guidance_factory()
+        return self._guidance
+
+    def new_matcher(self, entry: CompiledConstraint) -> Any:
+        """A fresh matcher at the start of `entry`'s grammar."""
+        backend = self.xgrammar if entry.backend == "xgrammar" else self.guidance
+        return backend.new_matcher(entry.grammar)
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, params: StructuredOutputsParams) -> xgr.CompiledGrammar:
+    def get(self, params: StructuredOutputsParams) -> Any:
         """The compiled grammar of `params`; `ValueError` naming the constraint when it is bad."""
-        return self.get_entry(params)[0]
+        return self.get_entry(params).grammar
 
-    def get_entry(self, params: StructuredOutputsParams) -> tuple[xgr.CompiledGrammar, bool]:
-        """(compiled grammar, whether it has free-form JSON objects, whose keys may repeat);
-        compiles here, on the calling thread, unless `prefetch` already did."""
+    def get_entry(self, params: StructuredOutputsParams) -> CompiledConstraint:
+        """The cache entry of `params`; compiles here, on the calling thread, unless `prefetch`
+        already did."""
         key, kind, text, bound = self._key(params)
         with self._lock:
             found = self._entries.get(key)
@@ -141,7 +180,7 @@ class GrammarCompileCache:
                 self._inflight[key] = pending
         return pending
 
-    def _resolve(self, params: StructuredOutputsParams) -> tuple[xgr.CompiledGrammar, bool]:
+    def _resolve(self, params: StructuredOutputsParams) -> CompiledConstraint:
         """`get_entry` for a worker thread: never waits on another compile (both threads could
         otherwise wait on jobs queued behind them)."""
         key, kind, text, bound = self._key(params)
@@ -171,17 +210,19 @@ class GrammarCompileCache:
     def _key(self, params: StructuredOutputsParams) -> tuple[Any, str, str, bool]:
         bound = self.bound_numbers if params.bound_numbers is None else params.bound_numbers
         kind, text = canonical_constraint(params, bound)
-        return (self.tokenizer_key, f"{kind}|{int(bound)}", text), kind, text, bound
+        if self.closed_objects and kind == "json":
+            text = json.dumps(closed_objects(json.loads(text)), separators=(",", ":"))
+        return (self.tokenizer_key, f"{kind}|{int(bound)}|{int(params.best_effort)}"
+                f"|{int(params.disable_any_whitespace)}", text), kind, text, bound
 
     def _compile_entry(self, key: Any, kind: str, text: str, params: StructuredOutputsParams,
-                       bound: bool) -> tuple[xgr.CompiledGrammar, bool]:
+                       bound: bool) -> CompiledConstraint:
         with self._lock:
             self.num_misses += 1
         try:
-            compiled = self._compile(kind, text, params, bound)
-            entry = (compiled, kind == "json_object" or (
-                kind in ("json", "structural_tag", "grammar") and _has_free_objects(compiled)))
+            entry = self._compile(kind, text, params, bound)
             with self._lock:
+                self.compiled_by[entry.backend] += 1
                 self._entries[key] = entry
                 if len(self._entries) > self.max_entries:
                     self._entries.popitem(last=False)
@@ -191,59 +232,41 @@ class GrammarCompileCache:
                 self._inflight.pop(key, None)
 
     def _compile(self, kind: str, text: str, params: StructuredOutputsParams,
-                 bound: bool) -> xgr.CompiledGrammar:
+                 bound: bool) -> CompiledConstraint:
+        """The first backend of `backend_order` that compiles the constraint; when each
+        refuses it, `ValueError` with each one's reason (xgrammar's names the keyword and its
+        path)."""
+        refusals = []
         any_ws = not params.disable_any_whitespace
-        try:
-            if kind in ("json", "json_object", "structural_tag"):
-                grammar = (xgr.Grammar.from_structural_tag(text) if kind == "structural_tag"
-                           else xgr.Grammar.from_json_schema(text, any_whitespace=any_ws))
-                return self._compiler.compile_grammar(json_grammar_text(grammar, bound))
-            if kind == "regex":
-                return self._compiler.compile_regex(text)
-            return self._compiler.compile_grammar(text)  # grammar, choice
-        except (RuntimeError, ValueError, TypeError) as err:
-            raise ValueError(f"invalid structured_outputs.{kind} {_short(text)}: "
-                             f"{_xgrammar_reason(err)}") from None
-
-
-def _has_free_objects(compiled: xgr.CompiledGrammar) -> bool:
-    """Whether a rule of the grammar's own (not xgrammar's `basic_*` library) uses its
-    free-form object or any-value rule."""
-    return any(("basic_object" in line or "basic_any" in line)
-               for line in str(compiled.grammar).splitlines()
-               if not line.startswith("basic_"))
-
-
-# xgrammar (0.2.9) writes length-bounded JSON strings with this character class, which lets raw
-# control characters (invalid JSON) into the string; its unbounded strings exclude them.
-_LAX_JSON_CHAR = '[^\\"\\\\\\r\\n]'
-_STRICT_JSON_CHAR = '[^\\0-\\x1f\\"\\\\\\r\\n]'
-
-
-def strict_json_strings(ebnf: str) -> str:
-    """An xgrammar-generated grammar whose JSON string characters exclude control characters."""
-    return ebnf.replace(_LAX_JSON_CHAR, _STRICT_JSON_CHAR)
-
-
-def json_grammar_text(grammar: xgr.Grammar, bound_numbers: bool = True) -> str:
-    """The EBNF of an xgrammar JSON / structural-tag grammar with strict strings and (unless
-    `bound_numbers` is False) bounded numbers."""
-    text = strict_json_strings(str(grammar))
-    return bound_number_rules(text) if bound_numbers else text
-
-
-def check_enforceable(schema: Any, where: str = "structured_outputs.json") -> None:
-    """ValueError naming each keyword of `schema` the grammar would not enforce (with its JSON
-    path), and how to accept it anyway."""
-    found = unenforced_keywords(schema)
-    if found:
-        raise ValueError(f"{where}: the grammar cannot enforce {'; '.join(found)}; remove it, "
-                         "or set structured_outputs.best_effort to accept unenforced keywords")
+        for name in backend_order(kind, self.backend):
+            start = time.perf_counter()
+            try:
+                if name == "xgrammar":
+                    grammar, free = self.xgrammar.compile(
+                        kind, text, any_whitespace=any_ws, bound_numbers=bound,
+                        best_effort=params.best_effort)
+                else:
+                    grammar, free = self.guidance.compile(kind, text, any_ws, bound)
+            except ValueError as err:
+                refusals.append((name, str(err)))
+                logger.debug("structured output: %s refused the %s constraint: %s", name, kind,
+                             err)
+                continue
+            logger.debug("structured output: %s constraint compiled by %s in %.1f ms%s", kind,
+                         name, (time.perf_counter() - start) * 1e3,
+                         f" (after {refusals[0][0]} refused it)" if refusals else "")
+            return CompiledConstraint(name, grammar, free)
+        if len(refusals) == 1:
+            raise ValueError(refusals[0][1])
+        first = next((r for r in refusals if r[0] == "xgrammar"), refusals[0])
+        others = "; ".join(f"{n}: {why}" for n, why in refusals if n != first[0])
+        raise ValueError(f"{first[1]} (also refused by {others})")
 
 
 def canonical_constraint(params: StructuredOutputsParams,
                          bound_numbers: bool = True) -> tuple[str, str]:
-    """(kind, canonical text) of a constraint; checks JSON schemas before xgrammar sees them."""
+    """(kind, canonical text) of a constraint: a JSON schema checked against its meta-schema,
+    without unknown formats and (with `bound_numbers`) with bounded numbers."""
     if params.is_options_only:
         raise ValueError("structured_outputs has options but no constraint (json, json_object, "
                          "regex, choice, grammar or structural_tag); options alone go with "
@@ -255,8 +278,7 @@ def canonical_constraint(params: StructuredOutputsParams,
             raise ValueError(f"structured_outputs.json must be a JSON schema object, got "
                              f"{_short(json.dumps(schema))}")
         _check_schema(json.dumps(schema, separators=(",", ":")))
-        if not params.best_effort:
-            check_enforceable(schema)
+        schema = without_unknown_formats(schema)  # annotations: nothing to enforce
         if bound_numbers:
             schema = bound_schema_numbers(schema)
         return kind, json.dumps(schema, separators=(",", ":"))
@@ -266,9 +288,6 @@ def canonical_constraint(params: StructuredOutputsParams,
         return kind, choice_ebnf(params.choice or [])
     if kind == "structural_tag":
         tag = _load_json(params.structural_tag, "structural_tag")
-        if not params.best_effort:
-            for schema, path in tag_schemas(tag):
-                check_enforceable(schema, f"structured_outputs.structural_tag{path}")
         if params.disable_any_whitespace:
             tag = bound_json_whitespace(tag)
         if bound_numbers:
@@ -292,17 +311,6 @@ def bound_json_whitespace(node: Any) -> Any:
     if node.get("type") == "json_schema":  # its "json_schema" value is a schema: keep it as is
         return {"max_whitespace_cnt": 1, **node} if node.get("max_whitespace_cnt") is None else node
     return {k: bound_json_whitespace(v) for k, v in node.items()}
-
-
-def tag_schemas(node: Any, path: str = "") -> list[tuple[Any, str]]:
-    """(schema, path) of each json_schema element of a structural tag."""
-    if isinstance(node, list):
-        return [found for i, v in enumerate(node) for found in tag_schemas(v, f"{path}/{i}")]
-    if not isinstance(node, dict):
-        return []
-    if node.get("type") == "json_schema":
-        return [(node.get("json_schema"), f"{path}/json_schema")]
-    return [found for k, v in node.items() for found in tag_schemas(v, f"{path}/{k}")]
 
 
 def bound_tag_numbers(node: Any) -> Any:
@@ -340,15 +348,4 @@ def _check_schema(text: str) -> None:
                          f"(at {list(err.absolute_path)})") from None
 
 
-def _xgrammar_reason(err: Exception) -> str:
-    """xgrammar prefixes C++ messages with a timestamp and source position; keep the reason."""
-    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    if "] " in text and text.startswith("["):
-        text = text.split("] ", 1)[1]
-    if ": " in text and ".cc:" in text.split(": ", 1)[0]:
-        text = text.split(": ", 1)[1]
-    return text
-
-
-def _short(text: str, limit: int = 200) -> str:
-    return repr(text if len(text) <= limit else text[:limit] + "...")
+_short = short

@@ -1,6 +1,6 @@
 """The engine's constrained-decoding hook: grammars (xgrammar) behind the device reasoning gate.
 
-`ConstrainedDecoding` implements `StructuredOutputHook` (engine/structured_output.py):
+`ConstrainedDecoding` implements `StructuredOutputHook` (engine/structured/structured_output.py):
 
 - add_request: compiles the request's constraint (a bad one raises `ValueError`, so only that
   request is rejected) and, with a reasoning parser, gives the row a `RowGate`: thinking, or
@@ -14,7 +14,7 @@
   matcher that rejects an id ends that request ("abort", with the error as stop_reason); a
   terminated grammar ends it with "stop". The gate's state comes back with the sampled ids.
 - jump_forward: after the step, each answering row whose grammar forces its next text gets the
-  ids of that text (engine/jump_forward.py), computed by its next forward in one go.
+  ids of that text (engine/structured/jump_forward.py), computed by its next forward in one go.
 """
 
 from __future__ import annotations
@@ -24,17 +24,17 @@ import threading
 from typing import Any
 
 import torch
-from thinkgate.engine.grammar import Grammar, RequestGrammar
-from thinkgate.engine.grammar_compile import run_in_background
-from thinkgate.engine.json_completion import (
+from thinkgate.engine.reasoning_slots import ReasoningSlots, RowGate
+from thinkgate.engine.sequence import Sequence
+from thinkgate.engine.structured.grammar import Grammar, RequestGrammar
+from thinkgate.engine.structured.grammar_compile import run_in_background
+from thinkgate.engine.structured.json_completion import (
     COMPLETED_STOP_REASON,
     CompletionPlanner,
     tokenizer_codec,
 )
-from thinkgate.engine.jump_forward import JumpForward
-from thinkgate.engine.reasoning_slots import ReasoningSlots, RowGate
-from thinkgate.engine.sequence import Sequence
-from thinkgate.engine.structured_output import GateInputs, StructuredOutputHook
+from thinkgate.engine.structured.jump_forward import JumpForward
+from thinkgate.engine.structured.structured_output import GateInputs, StructuredOutputHook
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,10 @@ class ConstrainedDecoding(StructuredOutputHook):
     def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: list[int], *,
                  max_num_seqs: int, device: torch.device | str = "cpu",
                  reasoning: Any = None, max_cache_entries: int = 128,
-                 bound_numbers: bool = True, complete_before_max_tokens: bool = False) -> None:
+                 bound_numbers: bool = True, complete_before_max_tokens: bool = False,
+                 backend: str = "auto", disable_additional_properties: bool = False) -> None:
+        self.backend = backend  # structured_outputs_backend (engine/structured/backend.py)
+        self.disable_additional_properties = disable_additional_properties
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.stop_token_ids = sorted(stop_token_ids)
@@ -78,6 +81,9 @@ class ConstrainedDecoding(StructuredOutputHook):
         hook = cls(engine.tokenizer, engine.vocab_size, sorted(engine.eos_token_ids),
                    max_num_seqs=config.max_num_seqs, device=engine.device, reasoning=reasoning,
                    bound_numbers=getattr(config, "bound_json_numbers", True),
+                   backend=getattr(config, "structured_outputs_backend", "auto"),
+                   disable_additional_properties=getattr(
+                       config, "structured_outputs_disable_additional_properties", False),
                    complete_before_max_tokens=getattr(config, "complete_before_max_tokens",
                                                       False))
         hook.warm_up()  # the tokenizer scan, off the step loop
@@ -93,7 +99,10 @@ class ConstrainedDecoding(StructuredOutputHook):
                     self._grammar = Grammar(self.tokenizer, self.vocab_size, self.stop_token_ids,
                                             max_num_seqs=self.max_num_seqs, device=self.device,
                                             max_cache_entries=self.max_cache_entries,
-                                            bound_numbers=self.bound_numbers)
+                                            bound_numbers=self.bound_numbers,
+                                            backend=self.backend,
+                                            disable_additional_properties=(
+                                                self.disable_additional_properties))
         return self._grammar
 
     def warm_up(self) -> None:

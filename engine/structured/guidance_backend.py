@@ -1,0 +1,247 @@
+"""The llguidance backend: JSON schemas, regexes, lark / GBNF grammars and choices.
+
+llguidance (the grammar engine of guidance, a Rust wheel) compiles lazily: a matcher on a
+schema is ready in about a millisecond where xgrammar's compile of the same schema may take
+seconds, it refuses every JSON Schema keyword it does not enforce (so it never lets an output
+through that fails its schema) and it writes the same int32 token bitmask layout as xgrammar.
+
+`GuidanceMatcher` gives an llguidance `LLMatcher` the matcher surface the rest of this room uses
+(xgrammar's method names: `accept_token`, `rollback`, `fill_next_token_bitmask`,
+`find_jump_forward_string` / `_tokens`, `fork`, `accept_string`, `is_completed`,
+`is_terminated`), so the reasoning gate, jump-forward, repeated-key checks and
+`complete_before_max_tokens` work on it unchanged. Differences it hides:
+
+- llguidance knows one end-of-sequence id; any of the model's stop ids ends the grammar here
+  (their bits are set wherever that one's is, and each is consumed as it);
+- a token the grammar rejects would put an `LLMatcher` in a permanent error state, so each
+  id is checked (`validate_tokens`, no state change; the end: `is_accepting`) before it is
+  consumed;
+- `is_stopped` is true as soon as nothing but the end may follow; termination here means the
+  stop id was accepted, as in xgrammar;
+- llguidance has no bound on a JSON number's fraction digits; with bounded numbers a JSON
+  matcher follows the text it accepted (`_Digits`) and, after 16 fraction digits, masks out
+  the tokens that would write more (integer digits are bounded through the schema's range).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import llguidance
+import llguidance.hf
+import llguidance.torch
+import torch
+from thinkgate.engine.structured.json_schema_rules import (
+    MAX_FRACTION_DIGITS,
+    allows_free_keys,
+    bound_schema_numbers,
+)
+
+logger = logging.getLogger(__name__)
+
+
+# JSON text as the xgrammar backend writes it with disable_any_whitespace (the default): the
+# compact separators the repeated-key checks read (engine/structured/json_keys.py).
+_COMPACT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+# With any whitespace: up to two spaces, or a newline and an indentation of up to 48 spaces or
+# tabs (pretty-printed JSON) between tokens; never an endless run a model could pad with.
+_ANY_WHITESPACE = {"whitespace_flexible": True,
+                   "whitespace_pattern": r"[\x20\t]{0,2}(\n[\x20\t]{0,48})?"}
+
+
+class GuidanceMatcher:
+    """One request's llguidance matcher behind the xgrammar-named surface (module docstring)."""
+
+    __slots__ = ("m", "backend", "_end_at", "_count", "digits")
+
+    def __init__(self, matcher: llguidance.LLMatcher, backend: GuidanceBackend,
+                 digits: _Digits | None = None) -> None:
+        self.m = matcher
+        self.backend = backend
+        self._end_at: int | None = None  # tokens consumed when the stop id was accepted
+        self._count = 0  # tokens consumed (and not rolled back)
+        self.digits = digits  # JSON with bounded numbers: the fraction digits written
+    def accept_token(self, token_id: int) -> bool:
+        token = self.backend.eos if token_id in self.backend.stop_ids else int(token_id)
+        # `validate_tokens` never counts the end of sequence: the grammar may end where it
+        # accepts
+        valid = self.m.is_accepting() if token == self.backend.eos else (
+            self.m.validate_tokens([token]) == 1)
+        if not valid or not self.m.consume_token(token):
+            return False
+        self._count += 1
+        if token == self.backend.eos:
+            self._end_at = self._count
+        if self.digits is not None:
+            self.digits.feed(self.backend.text(token))
+        return True
+
+    def accept_string(self, text: str) -> bool:
+        ids = self.backend.tokenizer.tokenize_str(text)
+        if not ids or self.m.validate_tokens(ids) != len(ids):
+            return False
+        self.m.consume_tokens(ids)
+        self._count += len(ids)
+        if self.digits is not None:
+            for token in ids:
+                self.digits.feed(self.backend.text(token))
+        return True
+
+    def rollback(self, num_tokens: int) -> None:
+        if num_tokens > 0:
+            self.m.rollback(num_tokens)
+            self._count -= num_tokens
+            if self._end_at is not None and self._count < self._end_at:
+                self._end_at = None
+            if self.digits is not None:
+                self.digits.undo(num_tokens)
+
+    def is_terminated(self) -> bool:
+        return self._end_at is not None
+
+    def is_completed(self) -> bool:
+        return self.m.is_accepting()
+
+    def fill_next_token_bitmask(self, bitmask: torch.Tensor, index: int = 0) -> None:
+        llguidance.torch.fill_next_token_bitmask(self.m, bitmask, index)
+        self.backend.widen_stop(bitmask[index])
+        if self.digits is not None and self.digits.run is not None:
+            self.backend.limit_digits(bitmask[index], MAX_FRACTION_DIGITS - self.digits.run)
+
+    def find_jump_forward_string(self) -> str:
+        return self.m.compute_ff_bytes().decode("utf-8", "ignore")
+
+    def find_jump_forward_tokens(self) -> list[int]:
+        return list(self.m.compute_ff_tokens())
+
+    def fork(self) -> GuidanceMatcher:
+        forked = GuidanceMatcher(self.m.deep_copy(), self.backend,
+                                 self.digits.copy() if self.digits is not None else None)
+        forked._count, forked._end_at = self._count, self._end_at
+        return forked
+
+
+class _Digits:
+    """The JSON text a matcher accepted, as far as fraction digits go: whether it is inside a
+    string (and after a backslash), and how many digits the number being written has after
+    its point (`run`, None outside a fraction). One state per accepted token, for rollback."""
+
+    __slots__ = ("states",)
+
+    def __init__(self, states: list[tuple[bool, bool, int | None]] | None = None) -> None:
+        self.states = states or [(False, False, None)]
+
+    @property
+    def run(self) -> int | None:
+        return self.states[-1][2]
+
+    def feed(self, text: str) -> None:
+        in_string, escaped, run = self.states[-1]
+        for ch in text:
+            if in_string:
+                if escaped:
+                    escaped = False
+                elif ch == "\\":
+                    escaped = True
+                elif ch == '"':
+                    in_string = False
+            elif ch == '"':
+                in_string, run = True, None
+            elif ch == ".":
+                run = 0
+            elif ch.isdigit():
+                run = run + 1 if run is not None else None
+            else:
+                run = None
+        self.states.append((in_string, escaped, run))
+
+    def undo(self, num_tokens: int) -> None:
+        del self.states[-num_tokens:]
+
+    def copy(self) -> _Digits:
+        return _Digits(list(self.states))
+
+
+class GuidanceBackend:
+    """llguidance on one tokenizer. tokenizer: Hugging Face; vocab_size: the bitmask width;
+    stop_token_ids: the model's stop ids (the first is llguidance's end of sequence)."""
+
+    name = "guidance"
+
+    def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int]) -> None:
+        self.stop_ids = frozenset(int(i) for i in stop_token_ids)
+        self.eos = int(sorted(stop_token_ids)[0])
+        # the tokenizer scan takes ~1 s at 151k tokens: built once per engine, off the loop
+        self.tokenizer = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab_size,
+                                                      eos_token=self.eos)
+        self._others = sorted(self.stop_ids - {self.eos})
+        self._texts: dict[int, str] = {}
+        # per token: how many digits its text starts with (~0.1 s at 151k, with the scan above)
+        n = self.tokenizer.vocab_size
+        words = (vocab_size + 31) // 32
+        self._leading = torch.tensor([_leading_digits(self.text(t)) for t in range(n)]
+                                     + [0] * (words * 32 - n), dtype=torch.int64)
+        self._digit_masks: dict[int, torch.Tensor] = {}
+
+    def text(self, token: int) -> str:
+        """A token's text (bytes that are not UTF-8 on their own: replaced)."""
+        found = self._texts.get(token)
+        if found is None:
+            found = self.tokenizer.decode_bytes([token]).decode("utf-8", "replace")
+            self._texts[token] = found
+        return found
+
+    def limit_digits(self, row: torch.Tensor, room: int) -> None:
+        """Clear the bits of the tokens that start with more than `room` digits."""
+        mask = self._digit_masks.get(room)
+        if mask is None:
+            allowed = (self._leading <= max(room, 0)).view(-1, 32).to(torch.int64)
+            words = (allowed << torch.arange(32)).sum(dim=1)
+            mask = torch.where(words >= 1 << 31, words - (1 << 32), words).to(torch.int32)
+            self._digit_masks[room] = mask
+        row &= mask
+
+    def compile(self, kind: str, text: str, any_whitespace: bool,
+                bound_numbers: bool = True) -> tuple[Any, bool]:
+        """((a matcher every request's matcher is copied from, whether its fraction digits are
+        bounded), whether the output may have free-form JSON objects); `ValueError` with
+        llguidance's reason when it refuses."""
+        if kind in ("json", "json_object"):
+            schema = json.loads(text)
+            if bound_numbers:  # integer digits bounded (fraction digits: see the README)
+                schema = bound_schema_numbers(schema, both=True)
+            options = _ANY_WHITESPACE if any_whitespace else _COMPACT
+            grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, defaults=options)
+            free = kind == "json_object" or allows_free_keys(schema)
+        elif kind == "regex":
+            grammar, free = llguidance.LLMatcher.grammar_from_regex(text), False
+        elif kind in ("grammar", "choice"):
+            grammar, free = llguidance.grammar_from("grammar", text), False
+        else:
+            raise ValueError(f"the guidance backend does not compile {kind} constraints")
+        matcher = llguidance.LLMatcher(self.tokenizer, grammar)
+        if matcher.is_error():
+            raise ValueError(matcher.get_error().splitlines()[0])
+        return (matcher, bound_numbers and kind in ("json", "json_object")), free
+
+    def new_matcher(self, compiled: tuple[llguidance.LLMatcher, bool]) -> GuidanceMatcher:
+        prototype, json_digits = compiled
+        return GuidanceMatcher(prototype.deep_copy(), self, _Digits() if json_digits else None)
+
+    def widen_stop(self, row: torch.Tensor) -> None:
+        """Where the grammar may end (its end-of-sequence bit is set), every stop id may end it."""
+        if not self._others or not (int(row[self.eos >> 5]) >> (self.eos & 31)) & 1:
+            return
+        for token in self._others:
+            word = int(row[token >> 5]) | (1 << (token & 31))
+            row[token >> 5] = word - (1 << 32) if word >= 1 << 31 else word
+
+
+def _leading_digits(text: str) -> int:
+    n = 0
+    while n < len(text) and text[n].isdigit():
+        n += 1
+    return n
