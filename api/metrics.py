@@ -95,6 +95,15 @@ class ServerMetrics:
             "thinkgate_prefix_cache_hits", "Of those, tokens whose KV the prefix cache served",
             ["model_name"], registry=self.registry,
         ).labels(**labels)
+        self.grammar_compiles = Counter(
+            "thinkgate_structured_output_compiles", "Constraints compiled, by the grammar "
+            "backend that compiled them (structured_outputs_backend: auto picks per constraint)",
+            ["model_name", "backend"], registry=self.registry,
+        )
+        self.grammar_cache = Gauge(
+            "thinkgate_grammar_cache_entries", "Compiled constraints held in the compile cache",
+            ["model_name"], registry=self.registry,
+        ).labels(**labels)
         self._engine_totals: dict[str, float] = {}
         self._engine_stats: Callable[[], dict[str, float]] | None = None
 
@@ -118,6 +127,15 @@ class ServerMetrics:
                 total = stats.get(key, 0)
                 counter.inc(max(0, total - self._engine_totals.get(key, 0)))
                 self._engine_totals[key] = total
+            for key, total in stats.items():
+                if key.startswith("grammar_compiles_"):
+                    backend = key.removeprefix("grammar_compiles_")
+                    self.grammar_compiles.labels(model_name=self._labels["model_name"],
+                                                 backend=backend).inc(
+                        max(0, total - self._engine_totals.get(key, 0)))
+                    self._engine_totals[key] = total
+            if "grammar_cache_entries" in stats:
+                self.grammar_cache.set(stats["grammar_cache_entries"])
         return generate_latest(self.registry)
 
     def finish(self, reason: str | None) -> None:

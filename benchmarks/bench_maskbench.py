@@ -12,7 +12,8 @@ valid instance stopped), invalidation error (an invalid instance let through: ou
 its schema), crash. Engines:
 
 - `thinkgate`: `Grammar.new_request(StructuredOutputsParams(json=schema))`, as the server runs it
-  (bounded numbers, refusals of unenforced keywords);
+  (bounded numbers, refusals of unenforced keywords), with the default backend (`auto`);
+  `thinkgate-xgrammar` / `thinkgate-guidance`: the same with one backend alone;
 - `xgrammar`: its JSON-schema compiler with its defaults, no thinkgate rules;
 - `llguidance`: `LLMatcher` on `grammar_from_json_schema` (needs `pip install llguidance`).
 
@@ -45,11 +46,15 @@ def _allowed(mask: torch.Tensor, token: int) -> bool:
 
 class ThinkgateEngine:
     name = "thinkgate"
+    backend = "auto"
 
     def __init__(self, tokenizer: Any, vocab_size: int, stop_ids: list[int]) -> None:
         from thinkgate.engine.structured.grammar import Grammar
 
-        self.grammar = Grammar(tokenizer, vocab_size, stop_ids, max_num_seqs=1)
+        self.grammar = Grammar(tokenizer, vocab_size, stop_ids, max_num_seqs=1,
+                               backend=self.backend)
+        if self.backend != "xgrammar":
+            self.grammar.cache.guidance  # noqa: B018 (its tokenizer scan: not a compile)
         self.stop = stop_ids[0]
 
     def compile(self, schema: Any) -> Any:
@@ -69,6 +74,16 @@ class ThinkgateEngine:
     def can_end(self, matcher: Any) -> bool:
         mask = self.mask(matcher)
         return mask is not None and _allowed(mask, self.stop) and matcher.accept(self.stop)
+
+
+class ThinkgateXgrammar(ThinkgateEngine):
+    name = "thinkgate-xgrammar"
+    backend = "xgrammar"
+
+
+class ThinkgateGuidance(ThinkgateEngine):
+    name = "thinkgate-guidance"
+    backend = "guidance"
 
 
 class XgrammarEngine:
@@ -134,7 +149,8 @@ class LlguidanceEngine:
         return matcher.is_accepting()
 
 
-ENGINES = {e.name: e for e in (ThinkgateEngine, XgrammarEngine, LlguidanceEngine)}
+ENGINES = {e.name: e for e in (ThinkgateEngine, ThinkgateXgrammar, ThinkgateGuidance,
+                               XgrammarEngine, LlguidanceEngine)}
 
 
 def _goes_through(engine: Any, matcher: Any, ids: list[int], tbm: list[float]) -> bool:
@@ -149,8 +165,8 @@ def _goes_through(engine: Any, matcher: Any, ids: list[int], tbm: list[float]) -
 
 
 def run_schema(engine: Any, tokenizer: Any, case: dict[str, Any], ttfm: list[float],
-               tbm: list[float]) -> str:
-    """One schema's outcome (OUTCOMES) on one engine."""
+               tbm: list[float], why: dict[str, str] | None = None) -> str:
+    """One schema's outcome (OUTCOMES) on one engine; `why` gets a refusal's message."""
     try:
         t = time.perf_counter()
         compiled = engine.compile(case["schema"])
@@ -158,7 +174,8 @@ def run_schema(engine: Any, tokenizer: Any, case: dict[str, Any], ttfm: list[flo
         engine.mask(first)
         ttfm.append(time.perf_counter() - t)
     except (ValueError, RuntimeError) as exc:  # each engine's refusal of a schema
-        del exc
+        if why is not None:
+            why[case["id"]] = str(exc)[:300]
         return "refused"
     outcome = "passing"
     try:
@@ -215,6 +232,7 @@ def main() -> None:
           "TTFM p50 / p99 ms | TBM p50 / p99 us |")
     print("|---|---|---|---|---|---|---|---|")
     per_schema: dict[str, dict[str, str]] = {}
+    refusals: dict[str, dict[str, str]] = {}
     for name in args.engines:
         try:
             engine = ENGINES[name](tokenizer, vocab_size, stop_ids)
@@ -223,15 +241,18 @@ def main() -> None:
             continue
         ttfm: list[float] = []
         tbm: list[float] = []
-        outcomes = {c["id"]: run_schema(engine, tokenizer, c, ttfm, tbm) for c in cases}
+        why: dict[str, str] = {}
+        outcomes = {c["id"]: run_schema(engine, tokenizer, c, ttfm, tbm, why) for c in cases}
         per_schema[name] = outcomes
+        refusals[name] = why
         counts = Counter(outcomes.values())
         print(f"| {name} | " + " | ".join(str(counts[o]) for o in OUTCOMES)
               + f" | {_pct(ttfm, 50) * 1e3:.1f} / {_pct(ttfm, 99) * 1e3:.0f}"
               f" | {_pct(tbm, 50) * 1e6:.0f} / {_pct(tbm, 99) * 1e6:.0f} |", flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"schemas": [c["id"] for c in cases], "outcomes": per_schema}, f)
+            json.dump({"schemas": [c["id"] for c in cases], "outcomes": per_schema,
+                       "refusals": refusals}, f)
 
 
 if __name__ == "__main__":

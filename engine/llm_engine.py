@@ -446,6 +446,7 @@ class LLMEngine:
             "num_decode_steps": self.scheduler.num_decode_steps,
             "num_step_seqs": self.num_step_seqs,
             **self.block_manager.stats(),
+            **self.structured_output.stats(),
         }
 
     def reset_prefix_cache(self) -> None:

@@ -114,6 +114,7 @@ class GrammarCompileCache:
         self.xgrammar = XGrammarBackend(tokenizer_info, max_threads)
         self._guidance_factory = guidance
         self._guidance: Any = None  # built on first use (~1 s at 151k tokens): `guidance`
+        self._guidance_lock = threading.Lock()
         self._entries: OrderedDict[tuple[str, str, str], CompiledConstraint] = OrderedDict()
         # `prefetch` compiles on two worker threads (xgrammar releases the GIL while it
         # compiles), so a slow schema never stalls the step loop and one slow schema does not
@@ -129,7 +130,7 @@ class GrammarCompileCache:
     def guidance(self) -> Any:
         """The llguidance backend (its tokenizer built once, on first use)."""
         if self._guidance is None:
-            with self._lock:
+            with self._guidance_lock:  # not `_lock`: the step loop takes that one
                 if self._guidance is None:
                     assert self._guidance_factory is not None
                     self._guidance = self._guidance_factory()

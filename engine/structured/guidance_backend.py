@@ -38,6 +38,7 @@ from thinkgate.engine.structured.json_schema_rules import (
     MAX_FRACTION_DIGITS,
     allows_free_keys,
     bound_schema_numbers,
+    subschemas,
 )
 
 logger = logging.getLogger(__name__)
@@ -224,7 +225,11 @@ class GuidanceBackend:
             raise ValueError(f"the guidance backend does not compile {kind} constraints")
         matcher = llguidance.LLMatcher(self.tokenizer, grammar)
         if matcher.is_error():
-            raise ValueError(matcher.get_error().splitlines()[0])
+            reason = matcher.get_error().splitlines()[0]
+            if kind == "json":
+                reason = _with_paths(reason, schema)
+            raise ValueError(f"structured_outputs.{kind}: the guidance backend cannot compile "
+                             f"it: {reason}")
         return (matcher, bound_numbers and kind in ("json", "json_object")), free
 
     def new_matcher(self, compiled: tuple[llguidance.LLMatcher, bool]) -> GuidanceMatcher:
@@ -245,3 +250,16 @@ def _leading_digits(text: str) -> int:
     while n < len(text) and text[n].isdigit():
         n += 1
     return n
+
+
+def _with_paths(reason: str, schema: Any) -> str:
+    """llguidance's 'Unimplemented keys: ["uniqueItems"]' with the JSON path of each."""
+    if not reason.startswith("Unimplemented keys:"):
+        return reason
+    try:
+        keys = json.loads(reason.split(":", 1)[1])
+    except json.JSONDecodeError:
+        return reason
+    found = [f"{key} at {path or '/'}" for sub, path in subschemas(schema) for key in keys
+             if key in sub]
+    return f"it does not enforce {'; '.join(found)}" if found else reason

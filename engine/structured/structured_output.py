@@ -65,6 +65,10 @@ class StructuredOutputHook:
     def prefetch(self, params: Any) -> Any:
         return None
 
+    def stats(self) -> dict[str, int]:
+        """Counters for /metrics (constraints compiled per backend, compile-cache size)."""
+        return {}
+
     def start_fill(self, seqs: list[Sequence]) -> Any:
         return None
 

@@ -146,3 +146,25 @@ def test_a_repeated_prefix_is_served_from_the_cache(client, http) -> None:
     assert 16 * 10 <= cached < usages[1].prompt_tokens  # the system prompt's full blocks
     assert counter("thinkgate_prefix_cache_hits") - hits >= cached
     assert counter("thinkgate_prefix_cache_queries") >= counter("thinkgate_prefix_cache_hits")
+
+
+def test_metrics_name_the_grammar_backend_of_each_compile(client, http) -> None:
+    """A JSON schema compiles with llguidance under `auto`, an EBNF grammar with xgrammar; each
+    backend's compiles are counted in /metrics, with the compile cache's size."""
+    def compiles(text: str, backend: str) -> float:
+        found = re.search(r"^thinkgate_structured_output_compiles_total\{[^}]*backend=\""
+                          + backend + r"\"[^}]*\} (\S+)", text, re.M)
+        return float(found.group(1)) if found else 0.0
+
+    before = http.get("/metrics").text
+    schema = {"type": "object", "properties": {"metric_probe": {"type": "integer"}}}
+    client.chat.completions.create(
+        model=MODEL, max_tokens=8, messages=[{"role": "user", "content": "hi"}],
+        response_format={"type": "json_schema", "json_schema": {"name": "m", "schema": schema}})
+    client.completions.create(model=MODEL, prompt="x", max_tokens=3, extra_body={
+        "structured_outputs": {"grammar": 'root ::= "metric" [a-z]*'}})
+    after = http.get("/metrics").text
+    assert compiles(after, "guidance") == compiles(before, "guidance") + 1
+    assert compiles(after, "xgrammar") == compiles(before, "xgrammar") + 1
+    entries = re.search(r"^thinkgate_grammar_cache_entries\{[^}]*\} (\S+)", after, re.M)
+    assert entries and float(entries.group(1)) >= 2
