@@ -34,6 +34,7 @@ from thinkgate.engine.structured.backend import (
 from thinkgate.engine.structured.json_schema_rules import (
     bound_schema_numbers,
     closed_objects,
+    disjoint_one_of,
     without_unknown_formats,
 )
 from thinkgate.engine.structured.xgrammar_backend import (  # noqa: F401 (check_enforceable,
@@ -280,6 +281,7 @@ def canonical_constraint(params: StructuredOutputsParams,
                              f"{_short(json.dumps(schema))}")
         _check_schema(json.dumps(schema, separators=(",", ":")))
         schema = without_unknown_formats(schema)  # annotations: nothing to enforce
+        schema = disjoint_one_of(schema)  # a oneOf no instance can match twice is an anyOf
         if bound_numbers:
             schema = bound_schema_numbers(schema)
         return kind, json.dumps(schema, separators=(",", ":"))

@@ -76,7 +76,7 @@ def _masked_walk(grammar: Grammar, rows: list[RequestGrammar], steps: int) -> li
         logits[~bits[:, :grammar.vocab_size]] = float("-inf")
         ids = torch.multinomial(torch.softmax(logits, -1), 1, generator=gen).squeeze(1).tolist()
         assert grammar.accept(rows, ids) == []
-        for out, row, token in zip(outs, rows, ids):
+        for out, token in zip(outs, ids):
             if not (out and out[-1] in (0, 2)):
                 out.append(token)
         if all(r.is_terminated for r in rows):
@@ -173,3 +173,42 @@ def test_guidance_bounds_fraction_digits(guidance: Grammar, demo_tokenizer: Any)
     assert _may_end(guidance, row, 2)
     unbounded = guidance.new_request(SO(json={"type": "number"}, bound_numbers=False))
     assert _feed(guidance, unbounded, "1." + "5" * 40, demo_tokenizer)
+
+
+@pytest.mark.parametrize("one_of, disjoint", [
+    ([{"type": "string"}, {"type": "object"}], True),  # types
+    ([{"type": "integer"}, {"type": "number"}], False),  # 1 is both
+    ([{"const": "a"}, {"enum": ["b", "c"]}], True),
+    ([{"enum": [1, "x"]}, {"type": "string"}], False),
+    ([{"type": "object", "properties": {"kind": {"const": "cat"}}, "required": ["kind"]},
+      {"type": "object", "properties": {"kind": {"const": "dog"}}, "required": ["kind"]}], True),
+    ([{"type": "object", "properties": {"kind": {"const": "cat"}}},  # kind not required
+      {"type": "object", "properties": {"kind": {"const": "dog"}}}], False),
+    ([{"type": "object", "properties": {"a": {}}, "required": ["a"],
+       "additionalProperties": False},
+      {"type": "object", "properties": {"b": {}}, "required": ["b"],
+       "additionalProperties": False}], True),
+    ([{"$ref": "#/$defs/s"}, {"type": "array"}], True),
+])
+def test_disjoint_one_of_is_any_of(demo_tokenizer: Any, one_of: list[Any],
+                                   disjoint: bool) -> None:
+    from thinkgate.engine.structured.json_schema_rules import disjoint_one_of
+
+    schema = {"$defs": {"s": {"type": "string"}}, "oneOf": one_of}
+    rewritten = disjoint_one_of(schema)
+    assert ("anyOf" in rewritten and "oneOf" not in rewritten) is disjoint
+    assert schema["oneOf"] == one_of  # the request's schema is not changed
+
+
+def test_a_disjoint_one_of_compiles_and_validates(guidance: Grammar, demo_tokenizer: Any) -> None:
+    schema = {"oneOf": [
+        {"type": "object", "properties": {"kind": {"const": "cat"}, "lives": {"type": "integer"}},
+         "required": ["kind", "lives"], "additionalProperties": False},
+        {"type": "object", "properties": {"kind": {"const": "dog"}, "good": {"type": "boolean"}},
+         "required": ["kind"], "additionalProperties": False}]}
+    ok, bad = '{"kind": "dog", "good": true}', '{"kind": "cat", "good": true}'
+    assert _feed(guidance, guidance.new_request(SO(json=schema)), ok, demo_tokenizer)
+    assert not _feed(guidance, guidance.new_request(SO(json=schema)), bad, demo_tokenizer)
+    jsonschema.validate(json.loads(ok), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(json.loads(bad), schema)
