@@ -282,8 +282,8 @@ def canonical_constraint(params: StructuredOutputsParams,
         _check_schema(json.dumps(schema, separators=(",", ":")))
         schema = without_unknown_formats(schema)  # annotations: nothing to enforce
         schema = disjoint_one_of(schema)  # a oneOf no instance can match twice is an anyOf
-        if bound_numbers:
-            schema = bound_schema_numbers(schema)
+        # bounded numbers: each backend its own way (xgrammar: schema ranges and its number
+        # rules; llguidance: the matcher counts digits)
         return kind, json.dumps(schema, separators=(",", ":"))
     if kind == "json_object":
         return kind, '{"type":"object"}'

@@ -18,9 +18,9 @@ through that fails its schema) and it writes the same int32 token bitmask layout
   consumed;
 - `is_stopped` is true as soon as nothing but the end may follow; termination here means the
   stop id was accepted, as in xgrammar;
-- llguidance has no bound on a JSON number's fraction digits; with bounded numbers a JSON
-  matcher follows the text it accepted (`_Digits`) and, after 16 fraction digits, masks out
-  the tokens that would write more (integer digits are bounded through the schema's range).
+- llguidance has no bound on a JSON number's digits; with bounded numbers a JSON matcher
+  follows the text it accepted (`_Digits`) and, at 16 integer, 16 fraction or 3 exponent
+  digits, masks out the tokens that would write more (as the xgrammar backend's number rules).
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ import llguidance.hf
 import llguidance.torch
 import torch
 from thinkgate.engine.structured.json_schema_rules import (
+    MAX_EXPONENT_DIGITS,
     MAX_FRACTION_DIGITS,
+    MAX_INT_DIGITS,
     allows_free_keys,
-    bound_schema_numbers,
     subschemas,
 )
 
@@ -46,10 +47,11 @@ logger = logging.getLogger(__name__)
 
 # JSON text as the xgrammar backend writes it with disable_any_whitespace (the default): the
 # compact separators the repeated-key checks read (engine/structured/json_keys.py).
-_COMPACT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+_COMPACT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": ",
+            "json_allow_general_unicode_escapes": True}
 # With any whitespace: up to two spaces, or a newline and an indentation of up to 48 spaces or
 # tabs (pretty-printed JSON) between tokens; never an endless run a model could pad with.
-_ANY_WHITESPACE = {"whitespace_flexible": True,
+_ANY_WHITESPACE = {"whitespace_flexible": True, "json_allow_general_unicode_escapes": True,
                    "whitespace_pattern": r"[\x20\t]{0,2}(\n[\x20\t]{0,48})?"}
 
 
@@ -110,7 +112,7 @@ class GuidanceMatcher:
         llguidance.torch.fill_next_token_bitmask(self.m, bitmask, index)
         self.backend.widen_stop(bitmask[index])
         if self.digits is not None and self.digits.run is not None:
-            self.backend.limit_digits(bitmask[index], MAX_FRACTION_DIGITS - self.digits.run)
+            self.backend.limit_digits(bitmask[index], self.digits.room)
 
     def find_jump_forward_string(self) -> str:
         return self.m.compute_ff_bytes().decode("utf-8", "ignore")
@@ -126,21 +128,28 @@ class GuidanceMatcher:
 
 
 class _Digits:
-    """The JSON text a matcher accepted, as far as fraction digits go: whether it is inside a
-    string (and after a backslash), and how many digits the number being written has after
-    its point (`run`, None outside a fraction). One state per accepted token, for rollback."""
+    """The JSON text a matcher accepted, as far as number digits go: whether it is inside a
+    string (and after a backslash), how many digits the current part of a number has (`run`:
+    its integer part, fraction or exponent; None outside a number) and that part's limit.
+    One state per accepted token, for rollback."""
 
     __slots__ = ("states",)
 
-    def __init__(self, states: list[tuple[bool, bool, int | None]] | None = None) -> None:
-        self.states = states or [(False, False, None)]
+    def __init__(self, states: list[tuple[bool, bool, int | None, int]] | None = None) -> None:
+        self.states = states or [(False, False, None, MAX_INT_DIGITS)]
 
     @property
     def run(self) -> int | None:
         return self.states[-1][2]
 
+    @property
+    def room(self) -> int:
+        """Digits the current part may still take."""
+        _, _, run, limit = self.states[-1]
+        return limit - (run or 0)
+
     def feed(self, text: str) -> None:
-        in_string, escaped, run = self.states[-1]
+        in_string, escaped, run, limit = self.states[-1]
         for ch in text:
             if in_string:
                 if escaped:
@@ -151,13 +160,17 @@ class _Digits:
                     in_string = False
             elif ch == '"':
                 in_string, run = True, None
-            elif ch == ".":
-                run = 0
-            elif ch.isdigit():
-                run = run + 1 if run is not None else None
+            elif ch == "." and run is not None:
+                run, limit = 0, MAX_FRACTION_DIGITS
+            elif ch in "eE" and run is not None:
+                run, limit = 0, MAX_EXPONENT_DIGITS
+            elif ch in "+-" and run == 0 and limit == MAX_EXPONENT_DIGITS:
+                pass  # the exponent's sign
+            elif "0" <= ch <= "9":
+                run, limit = (1, MAX_INT_DIGITS) if run is None else (run + 1, limit)
             else:
                 run = None
-        self.states.append((in_string, escaped, run))
+        self.states.append((in_string, escaped, run, limit))
 
     def undo(self, num_tokens: int) -> None:
         del self.states[-num_tokens:]
@@ -212,8 +225,6 @@ class GuidanceBackend:
         llguidance's reason when it refuses."""
         if kind in ("json", "json_object"):
             schema = json.loads(text)
-            if bound_numbers:  # integer digits bounded (fraction digits: see the README)
-                schema = bound_schema_numbers(schema, both=True)
             options = _ANY_WHITESPACE if any_whitespace else _COMPACT
             grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, defaults=options)
             free = kind == "json_object" or allows_free_keys(schema)
@@ -247,7 +258,7 @@ class GuidanceBackend:
 
 def _leading_digits(text: str) -> int:
     n = 0
-    while n < len(text) and text[n].isdigit():
+    while n < len(text) and "0" <= text[n] <= "9":
         n += 1
     return n
 

@@ -14,7 +14,11 @@ import json
 from typing import Any
 
 import xgrammar as xgr
-from thinkgate.engine.structured.json_schema_rules import bound_number_rules, unenforced_keywords
+from thinkgate.engine.structured.json_schema_rules import (
+    bound_number_rules,
+    bound_schema_numbers,
+    unenforced_keywords,
+)
 
 
 class XGrammarBackend:
@@ -37,6 +41,8 @@ class XGrammarBackend:
             elif kind == "structural_tag":
                 for schema, path in tag_schemas(json.loads(text)):
                     check_enforceable(schema, f"structured_outputs.structural_tag{path}")
+        if kind == "json" and bound_numbers:
+            text = json.dumps(bound_schema_numbers(json.loads(text)), separators=(",", ":"))
         try:
             if kind in ("json", "json_object", "structural_tag"):
                 grammar = (xgr.Grammar.from_structural_tag(text) if kind == "structural_tag"

@@ -212,3 +212,15 @@ def test_a_disjoint_one_of_compiles_and_validates(guidance: Grammar, demo_tokeni
     jsonschema.validate(json.loads(ok), schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(json.loads(bad), schema)
+
+
+def test_guidance_bounds_integer_and_exponent_digits_and_keeps_escapes(
+        guidance: Grammar, demo_tokenizer: Any) -> None:
+    number = SO(json={"type": "number"})
+    assert _feed(guidance, guidance.new_request(number), "9" * 16, demo_tokenizer)
+    assert not _feed(guidance, guidance.new_request(number), "9" * 17, demo_tokenizer)
+    assert _feed(guidance, guidance.new_request(number), "1.256e-06", demo_tokenizer)
+    assert not _feed(guidance, guidance.new_request(number), "1e1234", demo_tokenizer)
+    text = SO(json={"type": "string"})  # digits inside strings are not numbers
+    assert _feed(guidance, guidance.new_request(text), '"' + "7" * 40 + '"', demo_tokenizer)
+    assert _feed(guidance, guidance.new_request(text), '"Fran\\u00e7ais"', demo_tokenizer)
