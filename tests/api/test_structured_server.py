@@ -81,10 +81,17 @@ def test_unenforced_keyword_is_a_400_naming_it(http) -> None:
     assert out["status"] == 200, out
     assert out["unenforced_keywords"] == [
         "response_format: uniqueItems at /properties/tags (arrays may repeat items)"]
-    bad = {"type": "object", "patternProperties": {"^x": {"type": "integer"}}}
+    bad = {"type": "object", "properties": {"a": {"not": {"type": "string"}}}}
     out = _chat(http, messages=[{"role": "user", "content": "hi"}], max_tokens=8,
                 structured_outputs={"json": bad})
-    assert out["status"] == 400 and "patternProperties at /" in out["error"]["message"], out
+    assert out["status"] == 400 and "not at /properties/a" in out["error"]["message"], out
+    # xgrammar does not enforce patternProperties, llguidance does: `auto` compiles it there
+    keyed = {"type": "object", "patternProperties": {"^x": {"type": "integer"}},
+             "additionalProperties": False}
+    out = _chat(http, messages=[{"role": "user", "content": "hi"}], max_tokens=24,
+                structured_outputs={"json": keyed, "complete_before_max_tokens": True})
+    assert out["status"] == 200, out
+    jsonschema.validate(json.loads(out["choices"][0]["message"]["content"]), keyed)
 
 
 def test_reasoning_effort_none_turns_thinking_off(http) -> None:
