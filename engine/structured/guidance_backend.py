@@ -41,6 +41,7 @@ from thinkgate.engine.structured.json_schema_rules import (
     allows_free_keys,
     subschemas,
 )
+from thinkgate.engine.structured.schema_rewrites import rewrite_for_guidance
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +70,8 @@ class GuidanceMatcher:
         self.digits = digits  # JSON with bounded numbers: the fraction digits written
     def accept_token(self, token_id: int) -> bool:
         token = self.backend.eos if token_id in self.backend.stop_ids else int(token_id)
+        if not 0 <= token < self.backend.vocab_size:  # e.g. -1: sampled under an empty mask
+            return False
         # `validate_tokens` never counts the end of sequence: the grammar may end where it
         # accepts
         valid = self.m.is_accepting() if token == self.backend.eos else (
@@ -188,6 +191,7 @@ class GuidanceBackend:
     def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int]) -> None:
         self.stop_ids = frozenset(int(i) for i in stop_token_ids)
         self.eos = int(sorted(stop_token_ids)[0])
+        self.vocab_size = vocab_size
         # the tokenizer scan takes ~1 s at 151k tokens: built once per engine, off the loop
         self.tokenizer = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab_size,
                                                       eos_token=self.eos)
@@ -209,14 +213,17 @@ class GuidanceBackend:
         return found
 
     def limit_digits(self, row: torch.Tensor, room: int) -> None:
-        """Clear the bits of the tokens that start with more than `room` digits."""
+        """Clear the bits of the tokens that start with more than `room` digits, unless no
+        token would be left (the schema then needs the digits: `multipleOf`)."""
         mask = self._digit_masks.get(room)
         if mask is None:
             allowed = (self._leading <= max(room, 0)).view(-1, 32).to(torch.int64)
             words = (allowed << torch.arange(32)).sum(dim=1)
             mask = torch.where(words >= 1 << 31, words - (1 << 32), words).to(torch.int32)
             self._digit_masks[room] = mask
-        row &= mask
+        limited = row & mask
+        if bool(limited.any()):  # a bound the schema leaves no way out of (multipleOf) yields
+            row.copy_(limited)
 
     def compile(self, kind: str, text: str, any_whitespace: bool,
                 bound_numbers: bool = True) -> tuple[Any, bool]:
@@ -224,7 +231,7 @@ class GuidanceBackend:
         bounded), whether the output may have free-form JSON objects); `ValueError` with
         llguidance's reason when it refuses."""
         if kind in ("json", "json_object"):
-            schema = json.loads(text)
+            schema = rewrite_for_guidance(json.loads(text))
             options = _ANY_WHITESPACE if any_whitespace else _COMPACT
             grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, defaults=options)
             free = kind == "json_object" or allows_free_keys(schema)

@@ -49,6 +49,7 @@ COMPLETED_STOP_REASON = "completed_at_max_tokens"
 _IN_STRING = '"' + "@.:-TZ+/a0"
 _OUTSIDE = '}],:0"'
 _ANY = "".join(chr(c) for c in range(32, 127))
+_PATIENT_IN_STRING = '"0a' + "".join(c for c in _ANY if c not in '"0a')
 _CALM = frozenset("0123456789 \t\r\n}]:.eE+-truefalsn")  # outside strings: opens nothing
 
 
@@ -94,7 +95,17 @@ def scan_text(text: str, in_string: bool, escaped: bool) -> tuple[bool, bool, bo
 
 def shortest_completion(matcher: xgr.GrammarMatcher, in_string: bool = False,
                         escaped: bool = False, max_chars: int = 512) -> str | None:
-    """A short text after which `matcher`'s grammar is complete (None past `max_chars`)."""
+    """A short text after which `matcher`'s grammar is complete (None past `max_chars`).
+    When the greedy search runs past `max_chars` (a string whose pattern is searched, not
+    matched whole, takes any character, and the preferred ones never finish it), it is
+    tried once more with word characters first and no change of kind."""
+    found = _greedy(matcher, in_string, escaped, max_chars, patient=False)
+    return found if found is not None else _greedy(matcher, in_string, escaped, max_chars,
+                                                   patient=True)
+
+
+def _greedy(matcher: xgr.GrammarMatcher, in_string: bool, escaped: bool, max_chars: int,
+            patient: bool) -> str | None:
     m = matcher.fork()
     out: list[str] = []
     length, last, repeats = 0, "", 0
@@ -103,9 +114,14 @@ def shortest_completion(matcher: xgr.GrammarMatcher, in_string: bool = False,
             return None
         piece = m.find_jump_forward_string()
         if not piece or not m.accept_string(piece):
-            # after three of a kind (digits, letters) that kind goes last: it may loop (the
-            # digits of a fraction, a free-form part) where another character ends the value
-            order = _order(in_string, escaped, last if repeats >= 3 else "")
+            if patient:
+                order = _PATIENT_IN_STRING if in_string and not escaped else _order(
+                    in_string, escaped, "")
+            else:
+                # after three of a kind (digits, letters) that kind goes last: it may loop (the
+                # digits of a fraction, a free-form part) where another character ends the
+                # value
+                order = _order(in_string, escaped, last if repeats >= 3 else "")
             piece = next((c for c in order if m.accept_string(c)), "")
             if not piece:
                 return None

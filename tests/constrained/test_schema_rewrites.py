@@ -1,0 +1,89 @@
+"""engine/structured/schema_rewrites.py: each rewrite accepts exactly what the original schema
+accepts (jsonschema is the judge, on every object over a small key set and on one value of each
+type), and llguidance compiles what it refused before."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+from thinkgate.engine.structured.schema_rewrites import rewrite_for_guidance
+
+KEYS = ["radius", "length", "width", "base", "height", "a", "b"]
+VALUES: list[Any] = [None, True, 3, 2.5, "s", [1], {}]
+INSTANCES: list[Any] = VALUES + [dict.fromkeys(subset, 1) for n in range(len(KEYS) + 1)
+                                 for subset in itertools.combinations(KEYS, n)]
+
+SCHEMAS = {
+    "oneOf of required sets": {"type": "object", "oneOf": [
+        {"required": ["radius"]}, {"required": ["length", "width"]},
+        {"required": ["base", "height"]}]},
+    "oneOf with a subset branch": {"type": "object", "oneOf": [
+        {"required": ["a"]}, {"required": ["a", "b"]}]},
+    "dependentRequired": {"type": "object", "dependentRequired": {"a": ["b"], "base": ["height"]}},
+    "dependencies (lists)": {"dependencies": {"radius": ["length", "width"]}},
+    "not type": {"not": {"type": ["boolean", "string"]}},
+    "not number": {"not": {"type": "number"}},
+    "not required": {"not": {"required": ["a", "b"]}},
+    "not required, typed": {"type": ["object", "string"], "not": {"required": ["a"]}},
+}
+
+
+def _valid(schema: Any, instance: Any) -> bool:
+    # `dependencies` is draft 7's keyword (2020-12 split it into dependentRequired/Schemas)
+    draft = (jsonschema.Draft7Validator if "dependencies" in json.dumps(schema)
+             else jsonschema.Draft202012Validator)
+    return draft(schema).is_valid(instance)
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_a_rewrite_accepts_exactly_what_the_original_accepts(name: str) -> None:
+    schema = SCHEMAS[name]
+    rewritten = rewrite_for_guidance(schema)
+    assert rewritten != schema  # it was rewritten...
+    for kw in ("oneOf", "not", "dependentRequired", "dependencies"):
+        assert kw not in json.dumps(rewritten).replace('"type"', "")  # ...into other keywords
+    for instance in INSTANCES:
+        assert _valid(rewritten, instance) == _valid(schema, instance), (instance, rewritten)
+
+
+def test_the_narrower_one_of_rewrite_never_accepts_more() -> None:
+    """Object branches told apart by required keys: each branch lacks the other's key. Every
+    instance the rewrite accepts is valid; the plain instance of each branch still is."""
+    schema = {"oneOf": [
+        {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}},
+        {"type": "object", "required": ["b", "radius"],
+         "properties": {"a": {"type": "string"}}}]}
+    rewritten = rewrite_for_guidance(schema)
+    assert "oneOf" not in rewritten
+    for instance in INSTANCES:
+        if _valid(rewritten, instance):
+            assert _valid(schema, instance), instance
+    assert _valid(rewritten, {"a": 1}) and _valid(rewritten, {"b": 1, "radius": 2})
+
+
+@pytest.mark.parametrize("schema", [
+    {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]},  # not only objects
+    {"not": {"type": ["integer", "string"]}},  # 1.5 is allowed, 1 is not: no type list says it
+    {"not": {"enum": ["x"]}},
+    {"dependencies": {"a": {"required": ["b"]}}},  # the schema form
+])
+def test_what_has_no_exact_rewrite_is_left_alone(schema: dict[str, Any]) -> None:
+    assert rewrite_for_guidance(schema) == schema
+
+
+def test_llguidance_compiles_the_rewrites() -> None:
+    from thinkgate.engine.demo import demo_model_path
+    from thinkgate.engine.structured.guidance_backend import GuidanceBackend
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(demo_model_path())
+    backend = GuidanceBackend(tok, 8192, [0, 2])
+    for name, schema in SCHEMAS.items():
+        backend.compile("json", json.dumps(schema), False)  # ValueError if refused
+    with pytest.raises(ValueError, match="oneOf"):  # the original is refused
+        backend.compile("json", json.dumps({"oneOf": [{"required": ["a"]},
+                                                      {"required": ["b"]}]}), False)
