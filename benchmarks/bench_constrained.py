@@ -107,6 +107,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--jump-forward", choices=["off", "on", "both"], default="both",
                     help="time the constrained side without and/or with jump-forward")
     ap.add_argument("--json", default=None, help="write the table here as JSON")
+    ap.add_argument("--backends", nargs="+", default=["auto"],
+                    choices=["auto", "xgrammar", "guidance"],
+                    help="grammar backends to time side by side (each cell alternates them)")
     ap.add_argument("--threads", type=int, default=None,
                     help="torch intra-op threads (bench_engine uses 1 on the shared 2-core VM; "
                          "then the mask fill overlaps the forward on the other core)")
@@ -122,19 +125,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     llm = LLM(model=args.model, max_num_seqs=max(args.batches))
     chat_layer_for(llm)  # the constrained-decoding hook, when LLM has not installed it
     sides = {"off": [False], "on": [True], "both": [False, True]}[args.jump_forward]
-    for name in args.schemas:  # warm-up: compile the schemas, touch every code path
-        for jf in sides:
-            _run(llm, 2, 8, True, schema=SCHEMAS[name], jump_forward=jf)
+    cache = llm.llm_engine.structured_output.grammar.cache
+    for backend in args.backends:  # warm-up: compile the schemas, touch every code path
+        cache.backend = backend
+        for name in args.schemas:
+            for jf in sides:
+                _run(llm, 2, 8, True, schema=SCHEMAS[name], jump_forward=jf)
     _run(llm, 2, 8, False)
     _run(llm, 2, 8, True, schema=SHORT_SCHEMA, jump_forward=True, complete=True)
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     rows = []
-    print(f"{'schema':>9} {'jf':>3} {'batch':>5} {'plain tok/s':>12} {'json tok/s':>11} "
+    print(f"{'backend':>8} {'schema':>9} {'jf':>3} {'batch':>5} {'plain tok/s':>12} "
+          f"{'json tok/s':>11} "
           f"{'ratio':>6} {'range':>10} {'steps':>6} {'fill us/step':>13} {'exposed us':>11}")
     for name in args.schemas:
         for batch in args.batches:
             rows += _cell(llm, name, batch, args, sides, clock)
-    print(f"{'batch':>5} {'complete/json':>14} {'range':>12} {'tokens':>7} steps off / on")
+    cache.backend = args.backends[0]
+    print(f"{'batch':>5} {'complete/json':>14} {'range':>12} {'tokens':>7} steps off / on "
+          f"({args.backends[0]})")
     costs = [_complete_cost(llm, batch, args, clock) for batch in args.batches]
     result = {"benchmark": "constrained", "model": args.model or "demo", "tokens": args.tokens,
               "threads": args.threads, "clock": args.clock, "repeats": args.repeats,
@@ -150,24 +159,30 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 def _cell(llm: Any, name: str, batch: int, args: argparse.Namespace, sides: list[bool],
           clock: Any) -> list[dict[str, Any]]:
     """One schema x batch: `repeats` alternating (plain, json per side) rounds, medians."""
-    runs: dict[Any, list[dict[str, float]]] = {"plain": [], **{jf: [] for jf in sides}}
+    cache = llm.llm_engine.structured_output.grammar.cache
+    keys = [(backend, jf) for backend in args.backends for jf in sides]
+    runs: dict[Any, list[dict[str, float]]] = {"plain": [], **{k: [] for k in keys}}
     for _ in range(args.repeats):  # alternate, so load changes hit every side alike
         runs["plain"].append(_run(llm, batch, args.tokens, False, clock))
-        for jf in sides:
-            runs[jf].append(_run(llm, batch, args.tokens, True, clock, SCHEMAS[name], jf))
+        for backend, jf in keys:
+            cache.backend = backend
+            runs[backend, jf].append(_run(llm, batch, args.tokens, True, clock, SCHEMAS[name],
+                                          jf))
     rows = []
-    for jf in sides:
-        ratios = sorted(c["tok_s"] / p["tok_s"] for p, c in zip(runs["plain"], runs[jf]))
-        row = {"schema": name, "jump_forward": jf, "batch": batch,
+    for backend, jf in keys:
+        key = (backend, jf)
+        ratios = sorted(c["tok_s"] / p["tok_s"] for p, c in zip(runs["plain"], runs[key]))
+        row = {"backend": backend, "schema": name, "jump_forward": jf, "batch": batch,
                "plain_tok_s": statistics.median(r["tok_s"] for r in runs["plain"]),
-               "json_tok_s": statistics.median(r["tok_s"] for r in runs[jf]),
+               "json_tok_s": statistics.median(r["tok_s"] for r in runs[key]),
                "ratio": statistics.median(ratios), "ratio_lo": ratios[0], "ratio_hi": ratios[-1],
-               "steps": statistics.median(r["steps"] for r in runs[jf]),
-               "fill_us": statistics.median(r["fill_us"] for r in runs[jf]),
-               "exposed_us": statistics.median(r["exposed_us"] for r in runs[jf])}
+               "steps": statistics.median(r["steps"] for r in runs[key]),
+               "fill_us": statistics.median(r["fill_us"] for r in runs[key]),
+               "exposed_us": statistics.median(r["exposed_us"] for r in runs[key])}
         rows.append(row)
         spread = f"{row['ratio_lo']:.2f}-{row['ratio_hi']:.2f}"
-        print(f"{name:>9} {'on' if jf else 'off':>3} {batch:>5} {row['plain_tok_s']:>12.0f} "
+        print(f"{backend:>8} {name:>9} {'on' if jf else 'off':>3} {batch:>5} "
+              f"{row['plain_tok_s']:>12.0f} "
               f"{row['json_tok_s']:>11.0f} {row['ratio']:>6.2f} {spread:>10} "
               f"{row['steps']:>6.0f} {row['fill_us']:>13.0f} {row['exposed_us']:>11.0f}")
     return rows

@@ -215,7 +215,7 @@ class GrammarCompileCache:
         if self.closed_objects and kind == "json":
             text = json.dumps(closed_objects(json.loads(text)), separators=(",", ":"))
         return (self.tokenizer_key, f"{kind}|{int(bound)}|{int(params.best_effort)}"
-                f"|{int(params.disable_any_whitespace)}", text), kind, text, bound
+                f"|{int(params.disable_any_whitespace)}|{self.backend}", text), kind, text, bound
 
     def _compile_entry(self, key: Any, kind: str, text: str, params: StructuredOutputsParams,
                        bound: bool) -> CompiledConstraint:

@@ -81,7 +81,7 @@ def test_unenforced_keyword_is_a_400_naming_it(http) -> None:
     assert out["status"] == 200, out
     assert out["unenforced_keywords"] == [
         "response_format: uniqueItems at /properties/tags (arrays may repeat items)"]
-    bad = {"type": "object", "properties": {"a": {"not": {"type": "string"}}}}
+    bad = {"type": "object", "properties": {"a": {"type": "string", "not": {"enum": ["x"]}}}}
     out = _chat(http, messages=[{"role": "user", "content": "hi"}], max_tokens=8,
                 structured_outputs={"json": bad})
     assert out["status"] == 400 and "not at /properties/a" in out["error"]["message"], out

@@ -82,7 +82,7 @@ def test_llguidance_compiles_the_rewrites() -> None:
 
     tok = AutoTokenizer.from_pretrained(demo_model_path())
     backend = GuidanceBackend(tok, 8192, [0, 2])
-    for name, schema in SCHEMAS.items():
+    for schema in SCHEMAS.values():
         backend.compile("json", json.dumps(schema), False)  # ValueError if refused
     with pytest.raises(ValueError, match="oneOf"):  # the original is refused
         backend.compile("json", json.dumps({"oneOf": [{"required": ["a"]},
