@@ -53,8 +53,7 @@ class ThinkgateEngine:
 
         self.grammar = Grammar(tokenizer, vocab_size, stop_ids, max_num_seqs=1,
                                backend=self.backend)
-        if self.backend != "xgrammar":
-            self.grammar.cache.guidance  # noqa: B018 (its tokenizer scan: not a compile)
+        self.grammar.warm_up()  # what the engine does at start (not a compile)
         self.stop = stop_ids[0]
 
     def compile(self, schema: Any) -> Any:

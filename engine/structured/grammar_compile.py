@@ -77,6 +77,10 @@ def _compile_pool() -> ThreadPoolExecutor:
 
 
 SYNC_CHECK_CHARS = 8192  # JSON schemas up to this long are checked on the caller's thread
+# JSON schemas up to this long are checked against the meta-schema before any backend (a bad
+# one fails at once, with jsonschema's message); longer ones only before xgrammar: the check
+# costs 10-300 ms on large schemas, and llguidance checks a schema's structure itself.
+META_CHECK_CHARS = 2048
 
 
 def _large_schema(params: StructuredOutputsParams) -> bool:
@@ -244,6 +248,10 @@ class GrammarCompileCache:
             start = time.perf_counter()
             try:
                 if name == "xgrammar":
+                    if kind == "json":
+                        # against the meta-schema: ~300 ms for a 150 KB schema, so only here
+                        # (llguidance checks a schema's structure itself, and refuses it)
+                        _check_schema(text)
                     grammar, free = self.xgrammar.compile(
                         kind, text, any_whitespace=any_ws, bound_numbers=bound,
                         best_effort=params.best_effort)
@@ -279,7 +287,9 @@ def canonical_constraint(params: StructuredOutputsParams,
         if not isinstance(schema, dict | bool):
             raise ValueError(f"structured_outputs.json must be a JSON schema object, got "
                              f"{_short(json.dumps(schema))}")
-        _check_schema(json.dumps(schema, separators=(",", ":")))
+        text = json.dumps(schema, separators=(",", ":"))
+        if len(text) <= META_CHECK_CHARS:  # larger ones: before xgrammar only (`_compile`)
+            _check_schema(text)
         schema = without_unknown_formats(schema)  # annotations: nothing to enforce
         schema = disjoint_one_of(schema)  # a oneOf no instance can match twice is an anyOf
         # bounded numbers: each backend its own way (xgrammar: schema ranges and its number
@@ -335,6 +345,11 @@ def _load_json(value: Any, name: str) -> Any:
     except json.JSONDecodeError as err:
         raise ValueError(f"structured_outputs.{name} is not valid JSON ({err}): "
                          f"{_short(value)}") from None
+
+
+def warm_meta_schema_check() -> None:
+    """Build jsonschema's meta-schema validators once (the first check costs ~0.25 s)."""
+    _check_schema('{"$defs":{"a":{"type":"string"}},"$ref":"#/$defs/a"}')
 
 
 @functools.lru_cache(maxsize=256)

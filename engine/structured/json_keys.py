@@ -18,6 +18,7 @@ import bisect
 from collections.abc import Callable
 
 _ANY_MAX = "\U0010ffff"
+_MEMO_SIZE = 4096
 
 
 class VocabIndex:
@@ -28,6 +29,7 @@ class VocabIndex:
         pairs = sorted((t, i) for i, t in enumerate(self.by_id))
         self.texts = [t for t, _ in pairs]
         self.ids = [i for _, i in pairs]
+        self._memo: dict[tuple[str, ...], list[int]] = {}
 
     def text(self, token: int) -> str:
         return self.by_id[token] if 0 <= token < len(self.by_id) else ""
@@ -37,15 +39,27 @@ class VocabIndex:
         hi = bisect.bisect_left(self.texts, prefix + _ANY_MAX, lo)
         return self.ids[lo:hi]
 
+    def ids_for(self, prefixes: tuple[str, ...]) -> list[int]:
+        """The ids starting with any of `prefixes`; the same prefixes come back step after
+        step (an object's keys change only when one is written), so answers are kept."""
+        found = self._memo.get(prefixes)
+        if found is None:
+            found = [i for p in prefixes for i in self.ids_starting_with(p)]
+            if len(self._memo) >= _MEMO_SIZE:
+                self._memo.clear()
+            self._memo[prefixes] = found
+        return found
+
 
 class _Frame:
-    __slots__ = ("is_object", "keys", "expect_key", "after_value")
+    __slots__ = ("is_object", "keys", "expect_key", "after_value", "memo")
 
     def __init__(self, is_object: bool) -> None:
         self.is_object = is_object
         self.keys: set[str] = set()
         self.expect_key = is_object  # right after `{` or `,`
         self.after_value = False  # a value ended (or a scalar is being written)
+        self.memo: dict[str, tuple[str, ...]] = {}  # forbidden prefixes per state, these keys
 
 
 class KeyTracker:
@@ -74,6 +88,7 @@ class KeyTracker:
                 self.in_string = False
                 if self.string_is_key and top is not None:
                     top.keys.add(self.key)
+                    top.memo.clear()
                     top.expect_key = False
                 elif top is not None:
                     top.after_value = True
@@ -108,21 +123,28 @@ class KeyTracker:
         elif top is not None:  # a number, true, false, null
             top.after_value = True
 
-    def forbidden_prefixes(self) -> list[str]:
+    def forbidden_prefixes(self) -> tuple[str, ...]:
         """Texts that would complete a key the innermost open object already has."""
         top = self.stack[-1] if self.stack else None
         if top is None or not top.is_object or not top.keys:
-            return []
+            return ()
+        if self.in_string and self.string_is_key:
+            if self.escaped:
+                return ()
+            return tuple(sorted(k[len(self.key):] + '"' for k in top.keys
+                                if k.startswith(self.key)))
         if self.in_string:
-            if self.string_is_key:
-                if self.escaped:
-                    return []
-                return [k[len(self.key):] + '"' for k in top.keys if k.startswith(self.key)]
-            return ['", "' + k + '"' for k in top.keys] + ['","' + k + '"' for k in top.keys]
-        if top.expect_key:
-            seps = {"": ['"', ' "'], ",": [' "', '"'], ", ": ['"']}.get(self.pending_sep, ['"'])
+            state, seps = "value", ('", "', '","')
+        elif top.expect_key:
+            state = "key" + self.pending_sep
+            seps = {"": ('"', ' "'), ",": (' "', '"'), ", ": ('"',)}.get(self.pending_sep,
+                                                                          ('"',))
         elif top.after_value:
-            seps = [', "', ',"']
+            state, seps = "after", (', "', ',"')
         else:
-            return []
-        return [sep + k + '"' for sep in seps for k in top.keys]
+            return ()
+        found = top.memo.get(state)
+        if found is None:
+            found = top.memo[state] = tuple(sorted(sep + k + '"' for sep in seps
+                                                   for k in top.keys))
+        return found
