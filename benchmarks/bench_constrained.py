@@ -55,7 +55,11 @@ ENUMS = {"type": "array", "minItems": 400, "items": {
         "priority": {"enum": ["low_priority", "medium_priority", "high_priority"]},
         "region": {"enum": ["north_america", "south_america", "europe_middle_east"]}},
     "required": ["status", "priority", "region"]}}
-SCHEMAS = {"people": SCHEMA, "long_keys": LONG_KEYS, "enums": ENUMS}
+# the people list with closed objects (additionalProperties: false, as OpenAI's strict mode
+# and pydantic-built schemas send them): by JSON Schema the open one's objects take other keys
+# too, so fewer of its keys are forced (jump-forward) under a backend with those semantics
+CLOSED = {**SCHEMA, "items": {**SCHEMA["items"], "additionalProperties": False}}
+SCHEMAS = {"people": SCHEMA, "long_keys": LONG_KEYS, "enums": ENUMS, "people_closed": CLOSED}
 # the people items with no minimum: its completion is short, so complete_before_max_tokens
 # plans and checks on every step near max_tokens (the "complete" table: its cost per step)
 SHORT_SCHEMA = {"type": "array", "items": SCHEMA["items"]}

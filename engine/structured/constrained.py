@@ -27,7 +27,6 @@ import torch
 from thinkgate.engine.reasoning_slots import ReasoningSlots, RowGate
 from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.structured.grammar import Grammar, RequestGrammar
-from thinkgate.engine.structured.grammar_compile import run_in_background
 from thinkgate.engine.structured.json_completion import (
     COMPLETED_STOP_REASON,
     CompletionPlanner,
@@ -86,7 +85,7 @@ class ConstrainedDecoding(StructuredOutputHook):
                        config, "structured_outputs_disable_additional_properties", False),
                    complete_before_max_tokens=getattr(config, "complete_before_max_tokens",
                                                       False))
-        hook.warm_up()  # the tokenizer scan, off the step loop
+        hook.warm_up()  # the tokenizer scans, before the engine serves
         return hook
 
     @property
@@ -106,9 +105,11 @@ class ConstrainedDecoding(StructuredOutputHook):
         return self._grammar
 
     def warm_up(self) -> None:
-        """Build the grammar layer and its one-time costs (`Grammar.warm_up`: ~2.5 s at 151k
-        tokens) on a compile thread, off the step loop."""
-        run_in_background(lambda: self.grammar.warm_up())
+        """Build the grammar layer and pay its one-time costs (`Grammar.warm_up`: ~2.5 s at
+        151k tokens, ~0.3 s on the demo model) before the engine serves: the llguidance
+        tokenizer is built in Rust holding the GIL, so built beside a stream it stalled the
+        stream for seconds (bench_compile_stall)."""
+        self.grammar.warm_up()
 
     # ---- per request ----
     def prefetch(self, params: Any) -> Any:

@@ -202,6 +202,7 @@ class GuidanceBackend:
         words = (vocab_size + 31) // 32
         self._leading = torch.tensor([_leading_digits(self.text(t)) for t in range(n)]
                                      + [0] * (words * 32 - n), dtype=torch.int64)
+        self._most_leading = int(self._leading.max())
         self._digit_masks: dict[int, torch.Tensor] = {}
 
     def text(self, token: int) -> str:
@@ -215,6 +216,8 @@ class GuidanceBackend:
     def limit_digits(self, row: torch.Tensor, room: int) -> None:
         """Clear the bits of the tokens that start with more than `room` digits, unless no
         token would be left (the schema then needs the digits: `multipleOf`)."""
+        if room >= self._most_leading:  # no token starts with more digits than that
+            return
         mask = self._digit_masks.get(room)
         if mask is None:
             allowed = (self._leading <= max(room, 0)).view(-1, 32).to(torch.int64)

@@ -42,7 +42,7 @@ SCHEMAS = _schemas()
 
 def _ask(client: Any, schema: Any) -> Any:
     return client.chat.completions.create(
-        model=MODEL, max_tokens=192, messages=[{"role": "user", "content": "Fill it in."}],
+        model=MODEL, max_tokens=128, messages=[{"role": "user", "content": "Fill it in."}],
         response_format={"type": "json_schema", "json_schema": {"name": "s", "schema": schema}},
         extra_body={"chat_template_kwargs": {"enable_thinking": False},
                     "structured_outputs": {"complete_before_max_tokens": True}})
