@@ -121,7 +121,8 @@ class ConstrainedDecoding(StructuredOutputHook):
             return {}
         cache = self._grammar.cache
         out = {f"grammar_compiles_{name}": count for name, count in cache.compiled_by.items()}
-        out.update(grammar_cache_entries=len(cache), grammar_cache_hits=cache.num_hits)
+        out.update(grammar_cache_entries=len(cache), grammar_cache_hits=cache.num_hits,
+                   grammar_promotions=cache.num_promoted)
         return out
 
     def add_request(self, seq: Sequence) -> None:

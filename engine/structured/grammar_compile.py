@@ -35,6 +35,7 @@ from thinkgate.engine.structured.json_schema_rules import (
     bound_schema_numbers,
     closed_objects,
     disjoint_one_of,
+    promotable,
     without_unknown_formats,
 )
 from thinkgate.engine.structured.xgrammar_backend import (  # noqa: F401 (check_enforceable,
@@ -129,6 +130,8 @@ class GrammarCompileCache:
         self._jobs: set[Future[Any]] = set()  # every compile this cache has queued or running
         self.num_hits = 0
         self.num_misses = 0
+        self.num_promoted = 0  # hot schemas moved from llguidance to xgrammar (`_promote`)
+        self._promotion_tried: set[Any] = set()
         self.compiled_by: Counter[str] = Counter()  # constraints compiled, per backend
 
     @property
@@ -162,11 +165,43 @@ class GrammarCompileCache:
             if found is not None:
                 self.num_hits += 1
                 self._entries.move_to_end(key)
+                if found.backend == "guidance" and key not in self._promotion_tried:
+                    self._promote(key, kind, text, params, bound)
                 return found
             pending = self._inflight.get(key)
         if pending is not None:
             return pending.result()
         return self._compile_entry(key, kind, text, params, bound)
+
+    def _promote(self, key: Any, kind: str, text: str, params: StructuredOutputsParams,
+                 bound: bool) -> None:
+        """A hot JSON schema (asked for again) that xgrammar enforces exactly as llguidance
+        (`promotable`) is compiled by xgrammar on a compile thread; once ready, later requests
+        get xgrammar's matchers, whose masks cost a fraction of llguidance's (running requests
+        keep theirs). Called under the lock; at most once per cache entry."""
+        if len(self._promotion_tried) > 4 * self.max_entries:
+            self._promotion_tried.clear()
+        self._promotion_tried.add(key)
+        if (self.backend != "auto" or kind != "json" or not params.disable_any_whitespace
+                or len(text) > SYNC_CHECK_CHARS or not promotable(json.loads(text))):
+            return
+
+        def compile_with_xgrammar() -> None:
+            start = time.perf_counter()
+            try:
+                grammar, free = self.xgrammar.compile(kind, text, any_whitespace=False,
+                                                      bound_numbers=bound, best_effort=False)
+            except ValueError as err:
+                logger.debug("structured output: no promotion to xgrammar: %s", err)
+                return
+            with self._lock:
+                if key in self._entries:
+                    self._entries[key] = CompiledConstraint("xgrammar", grammar, free)
+                    self.num_promoted += 1
+            logger.debug("structured output: a hot json constraint moved to xgrammar (%.0f ms "
+                         "compile)", (time.perf_counter() - start) * 1e3)
+
+        self._track(_compile_pool().submit(compile_with_xgrammar))
 
     def prefetch(self, params: StructuredOutputsParams) -> Future[Any] | None:
         """Start compiling `params` on a worker thread: the future of its entry, or None when it

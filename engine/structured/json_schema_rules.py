@@ -371,3 +371,17 @@ def _pairwise_disjoint(branches: list[Any], root: Any) -> bool:
     return len(resolved) > 1 and all(_disjoint(resolved[i], resolved[j])
                                      for i in range(len(resolved))
                                      for j in range(i + 1, len(resolved)))
+
+
+_NOT_PROMOTED = ("format", "pattern", "patternProperties", "propertyNames")
+
+
+def promotable(schema: Any) -> bool:
+    """Whether xgrammar enforces `schema` exactly as llguidance does, so a hot schema may move
+    to xgrammar's faster masks (grammar_compile.py): every keyword enforced by xgrammar, every
+    object closed (xgrammar's strict mode closes the open ones), and none of the string
+    keywords whose checks differ between the two (`format`: xgrammar lets `2022-02-31` through;
+    `pattern`: xgrammar matches it whole, llguidance searches)."""
+    if not isinstance(schema, dict) or allows_free_keys(schema) or unenforced_keywords(schema):
+        return False
+    return not any(k in sub for sub, _ in subschemas(schema) for k in _NOT_PROMOTED)

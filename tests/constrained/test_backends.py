@@ -224,3 +224,28 @@ def test_guidance_bounds_integer_and_exponent_digits_and_keeps_escapes(
     text = SO(json={"type": "string"})  # digits inside strings are not numbers
     assert _feed(guidance, guidance.new_request(text), '"' + "7" * 40 + '"', demo_tokenizer)
     assert _feed(guidance, guidance.new_request(text), '"Fran\\u00e7ais"', demo_tokenizer)
+
+
+def test_a_hot_closed_schema_moves_to_xgrammar_masks(demo_tokenizer: Any) -> None:
+    """A schema asked for again, which xgrammar enforces exactly as llguidance (closed objects,
+    no format or pattern), is compiled by xgrammar in the background; later requests get its
+    faster masks and still validate. An open schema stays with llguidance."""
+    g = _grammar(demo_tokenizer, "auto")
+    hot = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 6},
+                                            "n": {"type": "integer"}},
+           "required": ["name", "n"], "additionalProperties": False}
+    assert g.new_request(SO(json=hot)).backend == "guidance"
+    assert g.new_request(SO(json=hot)).backend == "guidance"  # hit: the promotion starts
+    assert g.cache.wait_idle(60)
+    rows = [g.new_request(SO(json=hot)) for _ in range(3)]
+    assert [r.backend for r in rows] == ["xgrammar"] * 3 and g.cache.num_promoted == 1
+    outs = _masked_walk(g, rows, 60)
+    for out in outs:
+        jsonschema.validate(json.loads(demo_tokenizer.decode([t for t in out if t not in (0, 2)])),
+                            hot)
+    open_schema = {k: v for k, v in hot.items() if k != "additionalProperties"}
+    for _ in range(3):
+        row = g.new_request(SO(json=open_schema))
+    assert g.cache.wait_idle(60)
+    assert row.backend == "guidance" and g.cache.num_promoted == 1
+    g.close()
