@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import torch
 import xgrammar as xgr
 from thinkgate.engine.reasoning_slots import RowGate
@@ -165,10 +166,10 @@ def _clear_repeated_keys(row: torch.Tensor, tracker: KeyTracker, index: VocabInd
     prefixes = tracker.forbidden_prefixes()
     if not prefixes:
         return
-    for token in index.ids_for(prefixes):
-        word = int(row[token // 32])
-        row[token // 32] = word & ~(1 << (token % 32)) if token % 32 != 31 else \
-            word & 0x7FFFFFFF
+    found = index.ids_for(prefixes)
+    if found is not None:
+        words, keep = found
+        np.bitwise_and.at(row.numpy().view(np.uint32), words, keep)
 
 
 def _bit_word(bit: int) -> int:

@@ -32,7 +32,7 @@ from typing import Any
 
 import llguidance
 import llguidance.hf
-import llguidance.torch
+import numpy as np
 import torch
 from thinkgate.engine.structured.json_schema_rules import (
     MAX_EXPONENT_DIGITS,
@@ -112,8 +112,9 @@ class GuidanceMatcher:
         return self.m.is_accepting()
 
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, index: int = 0) -> None:
-        llguidance.torch.fill_next_token_bitmask(self.m, bitmask, index)
-        self.backend.widen_stop(bitmask[index])
+        row = bitmask[index]  # a contiguous int32 row of the host buffer
+        self.m.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * 4)
+        self.backend.widen_stop(row)
         if self.digits is not None and self.digits.run is not None:
             self.backend.limit_digits(bitmask[index], self.digits.room)
 
@@ -259,11 +260,13 @@ class GuidanceBackend:
 
     def widen_stop(self, row: torch.Tensor) -> None:
         """Where the grammar may end (its end-of-sequence bit is set), every stop id may end it."""
-        if not self._others or not (int(row[self.eos >> 5]) >> (self.eos & 31)) & 1:
+        if not self._others:
+            return
+        words = row.numpy().view(np.uint32)
+        if not (int(words[self.eos >> 5]) >> (self.eos & 31)) & 1:
             return
         for token in self._others:
-            word = int(row[token >> 5]) | (1 << (token & 31))
-            row[token >> 5] = word - (1 << 32) if word >= 1 << 31 else word
+            words[token >> 5] |= np.uint32(1 << (token & 31))
 
 
 def _leading_digits(text: str) -> int:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable
 
+import numpy as np
+
 _ANY_MAX = "\U0010ffff"
 _MEMO_SIZE = 4096
 
@@ -29,7 +31,7 @@ class VocabIndex:
         pairs = sorted((t, i) for i, t in enumerate(self.by_id))
         self.texts = [t for t, _ in pairs]
         self.ids = [i for _, i in pairs]
-        self._memo: dict[tuple[str, ...], list[int]] = {}
+        self._memo: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray] | None] = {}
 
     def text(self, token: int) -> str:
         return self.by_id[token] if 0 <= token < len(self.by_id) else ""
@@ -39,15 +41,20 @@ class VocabIndex:
         hi = bisect.bisect_left(self.texts, prefix + _ANY_MAX, lo)
         return self.ids[lo:hi]
 
-    def ids_for(self, prefixes: tuple[str, ...]) -> list[int]:
-        """The ids starting with any of `prefixes`; the same prefixes come back step after
+    def ids_for(self, prefixes: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray] | None:
+        """The ids starting with any of `prefixes`, as (bitmask word index, word with the ids'
+        bits clear) arrays, or None when there are none; the same prefixes come back step after
         step (an object's keys change only when one is written), so answers are kept."""
-        found = self._memo.get(prefixes)
-        if found is None:
-            found = [i for p in prefixes for i in self.ids_starting_with(p)]
-            if len(self._memo) >= _MEMO_SIZE:
-                self._memo.clear()
-            self._memo[prefixes] = found
+        if prefixes in self._memo:
+            return self._memo[prefixes]
+        ids = np.array(sorted({i for p in prefixes for i in self.ids_starting_with(p)}),
+                       dtype=np.int64)
+        found = None
+        if ids.size:
+            found = (ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
+        if len(self._memo) >= _MEMO_SIZE:
+            self._memo.clear()
+        self._memo[prefixes] = found
         return found
 
 
