@@ -236,6 +236,10 @@ class Grammar:
                     planner: CompletionPlanner | None = None) -> RequestGrammar:
         """Compile (or fetch) the constraint and start a matcher; `ValueError` when it is bad."""
         entry = self.cache.get_entry(params)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("structured output: a %s constraint on %s%s", params.kind,
+                         entry.backend, " (free-form objects: key checks)"
+                         if entry.free_objects else "")
         keys = (KeyTracker(), self.vocab_index) if entry.free_objects else None
         return RequestGrammar(self.cache.new_matcher(entry), gate, params.enable_in_reasoning,
                               planner, keys, entry.backend)

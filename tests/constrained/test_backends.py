@@ -249,3 +249,15 @@ def test_a_hot_closed_schema_moves_to_xgrammar_masks(demo_tokenizer: Any) -> Non
     assert g.cache.wait_idle(60)
     assert row.backend == "guidance" and g.cache.num_promoted == 1
     g.close()
+
+
+def test_the_debug_log_names_each_requests_backend(demo_tokenizer: Any,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    g = _grammar(demo_tokenizer, "auto")
+    with caplog.at_level("DEBUG", logger="thinkgate.engine.structured"):
+        g.new_request(SO(json=OPEN))
+        g.new_request(SO(grammar='root ::= "x"'))
+    text = caplog.text
+    assert "a json constraint on guidance" in text and "a grammar constraint on xgrammar" in text
+    assert "compiled by guidance" in text and "compiled by xgrammar" in text
+    g.close()
