@@ -25,7 +25,7 @@ from typing import Any
 
 import xgrammar as xgr
 from thinkgate.engine.sampling_params import StructuredOutputsParams
-from thinkgate.engine.structured.grammar_compile import bound_json_whitespace, bound_tag_numbers
+from thinkgate.engine.structured.canonical import bound_json_whitespace, bound_tag_numbers
 from thinkgate.engine.structured.json_schema_rules import bound_schema_numbers, unenforced_keywords
 from thinkgate.engine.structured.xgrammar_backend import (
     check_enforceable,

@@ -1,7 +1,7 @@
 """Requests whose grammar is still compiling: parked outside the batch, never in the step loop.
 
 `LLMEngine.add_request` asks the structured-output hook to `prefetch` a request's grammar (on a
-worker thread, engine/structured/grammar_compile.py). A compile that finishes within `FAST_COMPILE_S` is
+worker thread, grammar_compile.py). A compile that finishes within `FAST_COMPILE_S` is
 admitted at once, so a cached or quick grammar (and a quick compile error, raised to the caller
 as before) costs no extra step. A slower one parks its request here; every step admits the
 requests whose compile has ended and fails those past the deadline, while the others keep

@@ -33,10 +33,8 @@ import xgrammar as xgr
 from thinkgate.engine.reasoning_slots import RowGate
 from thinkgate.engine.sampling_params import StructuredOutputsParams
 from thinkgate.engine.structured.backend import Matcher
-from thinkgate.engine.structured.grammar_compile import (
-    GrammarCompileCache,
-    warm_meta_schema_check,
-)
+from thinkgate.engine.structured.canonical import warm_meta_schema_check
+from thinkgate.engine.structured.grammar_compile import GrammarCompileCache
 from thinkgate.engine.structured.json_completion import CompletionPlanner
 from thinkgate.engine.structured.json_keys import KeyTracker, VocabIndex
 
@@ -60,7 +58,7 @@ class RequestGrammar:
                  backend: str = "xgrammar") -> None:
         self.matcher = matcher
         self.backend = backend  # which backend compiled the constraint
-        self.keys = keys  # free-form objects: the keys written so far (engine/structured/json_keys.py)
+        self.keys = keys  # free-form objects: the keys written so far (json_keys.py)
         self.gate = gate
         self.enable_in_reasoning = enable_in_reasoning
         self.error: str | None = None
@@ -141,7 +139,7 @@ class RequestGrammar:
         return ids
 
     def note_forced(self, ids: list[int], room: int) -> bool:
-        """Jump-forward ids the matcher accepted outside `accept` (engine/structured/jump_forward.py),
+        """Jump-forward ids the matcher accepted outside `accept` (jump_forward.py),
         `room` tokens left after them: the key tracker and the completion plan follow them.
         False when no completion would fit after them: the matcher is rolled back over them
         and they must not be written."""

@@ -1,26 +1,23 @@
-"""Compiling constraints: canonical keys, a bounded cache shared by both backends, clear errors.
+"""Compiling constraints: a bounded cache shared by both backends, compile threads, clear errors.
 
 `GrammarCompileCache.get_entry(params)` turns a `StructuredOutputsParams` into a
-`CompiledConstraint`, once per distinct constraint and tokenizer, with the first backend that
-compiles it (engine/structured/backend.py: `auto`, or the one the engine was started with); a bad
-schema, regex, EBNF grammar or structural tag, or one no backend enforces fully, raises
-`ValueError` naming it. JSON grammars never allow unbounded whitespace (structural tags get at
-most one whitespace character between JSON tokens), their strings never allow raw control
-characters, their numbers are bounded unless the request turns `bound_numbers` off
-(json_schema_rules.py), and unknown `format`s are dropped (annotations, by the spec). `prefetch`
-compiles on two lower-priority threads, off the step loop.
+`CompiledConstraint`, once per distinct canonical constraint (canonical.py) and tokenizer, with
+the first backend that compiles it (backend.py: `auto`, or the one the engine was started
+with); a bad schema, regex, EBNF grammar or structural tag, or one no backend enforces fully,
+raises `ValueError` naming it. `prefetch` compiles on two lower-priority threads, off the step
+loop. A hot JSON schema that xgrammar enforces exactly as llguidance moves to xgrammar's faster
+masks once a background compile is done (`_promote`).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
@@ -31,19 +28,12 @@ from thinkgate.engine.structured.backend import (
     backend_order,
     check_backend,
 )
-from thinkgate.engine.structured.json_schema_rules import (
-    bound_schema_numbers,
-    closed_objects,
-    disjoint_one_of,
-    promotable,
-    without_unknown_formats,
+from thinkgate.engine.structured.canonical import (
+    _check_schema,
+    canonical_constraint,
 )
-from thinkgate.engine.structured.xgrammar_backend import (  # noqa: F401 (check_enforceable,
-    XGrammarBackend,  # tag_schemas: their old home)
-    check_enforceable,
-    short,
-    tag_schemas,
-)
+from thinkgate.engine.structured.json_schema_rules import closed_objects, promotable
+from thinkgate.engine.structured.xgrammar_backend import XGrammarBackend
 
 logger = logging.getLogger(__name__)
 
@@ -78,10 +68,6 @@ def _compile_pool() -> ThreadPoolExecutor:
 
 
 SYNC_CHECK_CHARS = 8192  # JSON schemas up to this long are checked on the caller's thread
-# JSON schemas up to this long are checked against the meta-schema before any backend (a bad
-# one fails at once, with jsonschema's message); longer ones only before xgrammar: the check
-# costs 10-300 ms on large schemas, and llguidance checks a schema's structure itself.
-META_CHECK_CHARS = 2048
 
 
 def _large_schema(params: StructuredOutputsParams) -> bool:
@@ -306,99 +292,3 @@ class GrammarCompileCache:
         first = next((r for r in refusals if r[0] == "xgrammar"), refusals[0])
         others = "; ".join(f"{n}: {why}" for n, why in refusals if n != first[0])
         raise ValueError(f"{first[1]} (also refused by {others})")
-
-
-def canonical_constraint(params: StructuredOutputsParams,
-                         bound_numbers: bool = True) -> tuple[str, str]:
-    """(kind, canonical text) of a constraint: a JSON schema checked against its meta-schema,
-    without unknown formats and (with `bound_numbers`) with bounded numbers."""
-    if params.is_options_only:
-        raise ValueError("structured_outputs has options but no constraint (json, json_object, "
-                         "regex, choice, grammar or structural_tag); options alone go with "
-                         "response_format or tool_choice in a chat request")
-    kind = params.kind
-    if kind == "json":
-        schema = _load_json(params.json, "json")
-        if not isinstance(schema, dict | bool):
-            raise ValueError(f"structured_outputs.json must be a JSON schema object, got "
-                             f"{_short(json.dumps(schema))}")
-        text = json.dumps(schema, separators=(",", ":"))
-        if len(text) <= META_CHECK_CHARS:  # larger ones: before xgrammar only (`_compile`)
-            _check_schema(text)
-        schema = without_unknown_formats(schema)  # annotations: nothing to enforce
-        schema = disjoint_one_of(schema)  # a oneOf no instance can match twice is an anyOf
-        # bounded numbers: each backend its own way (xgrammar: schema ranges and its number
-        # rules; llguidance: the matcher counts digits)
-        return kind, json.dumps(schema, separators=(",", ":"))
-    if kind == "json_object":
-        return kind, '{"type":"object"}'
-    if kind == "choice":
-        return kind, choice_ebnf(params.choice or [])
-    if kind == "structural_tag":
-        tag = _load_json(params.structural_tag, "structural_tag")
-        if params.disable_any_whitespace:
-            tag = bound_json_whitespace(tag)
-        if bound_numbers:
-            tag = bound_tag_numbers(tag)
-        return kind, json.dumps(tag, separators=(",", ":"))
-    return kind, str(getattr(params, kind))
-
-
-def choice_ebnf(choices: Sequence[str]) -> str:
-    """An EBNF grammar matching exactly one of `choices` (JSON string escapes are valid EBNF)."""
-    return "root ::= " + " | ".join(json.dumps(c, ensure_ascii=False) for c in choices)
-
-
-def bound_json_whitespace(node: Any) -> Any:
-    """A copy of a structural tag whose JSON parts allow at most one whitespace run character
-    between tokens (xgrammar's default is unbounded, letting a model pad to max_tokens)."""
-    if isinstance(node, list):
-        return [bound_json_whitespace(v) for v in node]
-    if not isinstance(node, dict):
-        return node
-    if node.get("type") == "json_schema":  # its "json_schema" value is a schema: keep it as is
-        return {"max_whitespace_cnt": 1, **node} if node.get("max_whitespace_cnt") is None else node
-    return {k: bound_json_whitespace(v) for k, v in node.items()}
-
-
-def bound_tag_numbers(node: Any) -> Any:
-    """A copy of a structural tag whose json_schema elements' numbers are bounded."""
-    if isinstance(node, list):
-        return [bound_tag_numbers(v) for v in node]
-    if not isinstance(node, dict):
-        return node
-    if node.get("type") == "json_schema":
-        return {**node, "json_schema": bound_schema_numbers(node.get("json_schema"))}
-    return {k: bound_tag_numbers(v) for k, v in node.items()}
-
-
-def _load_json(value: Any, name: str) -> Any:
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"structured_outputs.{name} is not valid JSON ({err}): "
-                         f"{_short(value)}") from None
-
-
-def warm_meta_schema_check() -> None:
-    """Build jsonschema's meta-schema validators once (the first check costs ~0.25 s)."""
-    _check_schema('{"$defs":{"a":{"type":"string"}},"$ref":"#/$defs/a"}')
-
-
-@functools.lru_cache(maxsize=256)
-def _check_schema(text: str) -> None:
-    """Validate a schema (canonical JSON text) against its meta-schema, once per distinct schema:
-    a meta-schema check costs milliseconds, and most requests repeat a schema."""
-    import jsonschema
-
-    schema = json.loads(text)
-    try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
-    except jsonschema.SchemaError as err:
-        raise ValueError(f"invalid structured_outputs.json schema: {err.message} "
-                         f"(at {list(err.absolute_path)})") from None
-
-
-_short = short

@@ -150,29 +150,28 @@ def _why_unenforced(sub: dict[str, Any], key: str, value: Any) -> str | None:
     return None
 
 
-def bound_schema_numbers(schema: Any, both: bool = False) -> Any:
+def bound_schema_numbers(schema: Any) -> Any:
     """A copy of `schema` where each integer/number with one bound gets the other (|x| < 1e16).
 
     A schema bound takes precedence; a side is left open when the default would contradict it
     (e.g. `minimum: 1e20`), and `multipleOf` integers keep no range (xgrammar drops multipleOf
     when a range is given). Schemas with no bound at all keep xgrammar's number rules, which
-    `bound_number_rules` bounds; with `both` (the llguidance backend, which has no number rules
-    to rewrite) they get both bounds, which bounds their integer digits."""
+    `bound_number_rules` bounds (the llguidance backend counts digits instead)."""
     if not isinstance(schema, dict):
         return schema
     out = dict(schema)
     for key in _ONE_SCHEMA:
         value = schema.get(key)
         if isinstance(value, dict):
-            out[key] = bound_schema_numbers(value, both)
+            out[key] = bound_schema_numbers(value)
         elif isinstance(value, list) and key in ("items", "additionalItems"):
-            out[key] = [bound_schema_numbers(v, both) for v in value]
+            out[key] = [bound_schema_numbers(v) for v in value]
     for key in _SCHEMA_MAPS + ("dependencies",):
         if isinstance(schema.get(key), dict):
-            out[key] = {n: bound_schema_numbers(s, both) for n, s in schema[key].items()}
+            out[key] = {n: bound_schema_numbers(s) for n, s in schema[key].items()}
     for key in _SCHEMA_LISTS:
         if isinstance(schema.get(key), list):
-            out[key] = [bound_schema_numbers(v, both) for v in schema[key]]
+            out[key] = [bound_schema_numbers(v) for v in schema[key]]
     types = schema.get("type")
     types = {t for t in types if isinstance(t, str)} if isinstance(types, list) else {types}
     if not types & {"integer", "number"} or "multipleOf" in schema:
@@ -183,8 +182,6 @@ def bound_schema_numbers(schema: Any, both: bool = False) -> Any:
         out["maximum"] = _NUMBER_LIMIT
     if high and not low and min(high) > -_NUMBER_LIMIT:
         out["minimum"] = -_NUMBER_LIMIT
-    if both and not low and not high:
-        out["minimum"], out["maximum"] = -_NUMBER_LIMIT, _NUMBER_LIMIT
     return out
 
 
@@ -269,108 +266,6 @@ def closed_objects(schema: Any) -> Any:
         if objects and "additionalProperties" not in sub and "patternProperties" not in sub:
             sub["additionalProperties"] = False
     return copy
-
-
-def disjoint_one_of(schema: Any) -> Any:
-    """`schema` with each `oneOf` whose branches no instance can match twice written as
-    `anyOf` (then "exactly one" and "at least one" are the same; a copy when any is). Branches
-    are told apart, conservatively, by their JSON types, their `const` / `enum` values, a
-    required property whose `const` / `enum` values differ (a discriminator), or a required
-    property the other (closed) branch does not allow. A `oneOf` with branches that may
-    overlap is left as it is (the backends refuse it)."""
-    found = [sub for sub, _ in subschemas(schema)
-             if isinstance(sub.get("oneOf"), list) and _pairwise_disjoint(sub["oneOf"], schema)]
-    if not found:
-        return schema
-    copy = json.loads(json.dumps(schema))
-    for sub, _ in subschemas(copy):
-        if isinstance(sub.get("oneOf"), list) and _pairwise_disjoint(sub["oneOf"], copy):
-            branches = sub.pop("oneOf")
-            if "anyOf" in sub:  # both: keep the two constraints (allOf would be refused)
-                sub["oneOf"] = branches
-                continue
-            sub["anyOf"] = branches
-    return copy
-
-
-_JSON_TYPES = frozenset({"null", "boolean", "object", "array", "number", "string"})
-
-
-def _resolve(branch: Any, root: Any, depth: int = 0) -> Any:
-    """A local `$ref` branch's target (`#/$defs/x`, `#/definitions/x`), else the branch."""
-    ref = branch.get("$ref") if isinstance(branch, dict) else None
-    if not isinstance(ref, str) or not ref.startswith("#/") or depth > 8 or len(branch) > 1:
-        return branch
-    node = root
-    for part in ref[2:].split("/"):
-        part = part.replace("~1", "/").replace("~0", "~")
-        if not isinstance(node, dict) or part not in node:
-            return branch
-        node = node[part]
-    return _resolve(node, root, depth + 1)
-
-
-def _value_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    return {dict: "object", list: "array", str: "string"}.get(type(value), "?")
-
-
-def _types(branch: dict[str, Any]) -> frozenset[str]:
-    """The JSON types an instance of `branch` may have (integer counted as number)."""
-    if "const" in branch:
-        return frozenset({_value_type(branch["const"])})
-    if isinstance(branch.get("enum"), list):
-        return frozenset(_value_type(v) for v in branch["enum"])
-    types = branch.get("type")
-    if isinstance(types, str):
-        types = [types]
-    if not isinstance(types, list) or any(k in branch for k in ("anyOf", "oneOf", "allOf", "$ref")):
-        return _JSON_TYPES
-    return frozenset("number" if t == "integer" else t for t in types if isinstance(t, str))
-
-
-def _values(branch: Any) -> list[Any] | None:
-    if not isinstance(branch, dict):
-        return None
-    if "const" in branch:
-        return [branch["const"]]
-    return branch["enum"] if isinstance(branch.get("enum"), list) else None
-
-
-def _disjoint(a: Any, b: Any) -> bool:
-    if not isinstance(a, dict) or not isinstance(b, dict):
-        return False
-    if not _types(a) & _types(b):
-        return True
-    va, vb = _values(a), _values(b)
-    if va is not None and vb is not None:
-        return not any(x == y and type(x) is type(y) for x in va for y in vb)
-    if _types(a) != {"object"} or _types(b) != {"object"}:
-        return False
-    pa, pb = a.get("properties") or {}, b.get("properties") or {}
-    ra, rb = set(a.get("required") or ()), set(b.get("required") or ())
-    for key in ra & rb & set(pa) & set(pb):  # a discriminator both require
-        xa, xb = _values(pa[key]), _values(pb[key])
-        if xa is not None and xb is not None and not any(
-                x == y and type(x) is type(y) for x in xa for y in xb):
-            return True
-    for req, other, props in ((ra, b, pb), (rb, a, pa)):  # a key the other closed one forbids
-        if other.get("additionalProperties") is False and "patternProperties" not in other and (
-                req - set(props)):
-            return True
-    return False
-
-
-def _pairwise_disjoint(branches: list[Any], root: Any) -> bool:
-    resolved = [_resolve(b, root) for b in branches]
-    return len(resolved) > 1 and all(_disjoint(resolved[i], resolved[j])
-                                     for i in range(len(resolved))
-                                     for j in range(i + 1, len(resolved)))
 
 
 _NOT_PROMOTED = ("format", "pattern", "patternProperties", "propertyNames")

@@ -19,8 +19,8 @@ branch also lacks one key each other branch requires (`{"required": ["delete"]}`
 `{"required": ["insert"]}`: an object with `delete` and without `insert`, or the other way).
 An instance that has such a key though the other branch fails for another reason is refused.
 
-The oneOf rewrite whose branches no instance matches twice (anyOf as it is) lives in
-json_schema_rules.py (`disjoint_one_of`), for both backends.
+`disjoint_one_of(schema)`, for both backends (canonical.py applies it to every JSON
+schema): a `oneOf` whose branches no instance can match twice is an `anyOf` as it is.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import itertools
 import json
 from typing import Any
 
-from thinkgate.engine.structured.json_schema_rules import _disjoint, _resolve, _types, subschemas
+from thinkgate.engine.structured.json_schema_rules import subschemas
 
 _ONE_OF_LIMIT = 32  # branches the required-set rewrite may write; past it the oneOf stays
 _PLAIN = frozenset({"required", "title", "description", "$comment", "type"})
@@ -162,3 +162,105 @@ def _negation(sub: dict[str, Any]) -> None:
         sub["type"] = "object"
         sub["allOf"] = [*sub.get("allOf", []),
                         {"anyOf": [{"properties": {key: False}} for key in keys]}]
+
+
+def disjoint_one_of(schema: Any) -> Any:
+    """`schema` with each `oneOf` whose branches no instance can match twice written as
+    `anyOf` (then "exactly one" and "at least one" are the same; a copy when any is). Branches
+    are told apart, conservatively, by their JSON types, their `const` / `enum` values, a
+    required property whose `const` / `enum` values differ (a discriminator), or a required
+    property the other (closed) branch does not allow. A `oneOf` with branches that may
+    overlap is left as it is (the backends refuse it)."""
+    found = [sub for sub, _ in subschemas(schema)
+             if isinstance(sub.get("oneOf"), list) and _pairwise_disjoint(sub["oneOf"], schema)]
+    if not found:
+        return schema
+    copy = json.loads(json.dumps(schema))
+    for sub, _ in subschemas(copy):
+        if isinstance(sub.get("oneOf"), list) and _pairwise_disjoint(sub["oneOf"], copy):
+            branches = sub.pop("oneOf")
+            if "anyOf" in sub:  # both: keep the two constraints (allOf would be refused)
+                sub["oneOf"] = branches
+                continue
+            sub["anyOf"] = branches
+    return copy
+
+
+_JSON_TYPES = frozenset({"null", "boolean", "object", "array", "number", "string"})
+
+
+def _resolve(branch: Any, root: Any, depth: int = 0) -> Any:
+    """A local `$ref` branch's target (`#/$defs/x`, `#/definitions/x`), else the branch."""
+    ref = branch.get("$ref") if isinstance(branch, dict) else None
+    if not isinstance(ref, str) or not ref.startswith("#/") or depth > 8 or len(branch) > 1:
+        return branch
+    node = root
+    for part in ref[2:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        if not isinstance(node, dict) or part not in node:
+            return branch
+        node = node[part]
+    return _resolve(node, root, depth + 1)
+
+
+def _value_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return {dict: "object", list: "array", str: "string"}.get(type(value), "?")
+
+
+def _types(branch: dict[str, Any]) -> frozenset[str]:
+    """The JSON types an instance of `branch` may have (integer counted as number)."""
+    if "const" in branch:
+        return frozenset({_value_type(branch["const"])})
+    if isinstance(branch.get("enum"), list):
+        return frozenset(_value_type(v) for v in branch["enum"])
+    types = branch.get("type")
+    if isinstance(types, str):
+        types = [types]
+    if not isinstance(types, list) or any(k in branch for k in ("anyOf", "oneOf", "allOf", "$ref")):
+        return _JSON_TYPES
+    return frozenset("number" if t == "integer" else t for t in types if isinstance(t, str))
+
+
+def _values(branch: Any) -> list[Any] | None:
+    if not isinstance(branch, dict):
+        return None
+    if "const" in branch:
+        return [branch["const"]]
+    return branch["enum"] if isinstance(branch.get("enum"), list) else None
+
+
+def _disjoint(a: Any, b: Any) -> bool:
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return False
+    if not _types(a) & _types(b):
+        return True
+    va, vb = _values(a), _values(b)
+    if va is not None and vb is not None:
+        return not any(x == y and type(x) is type(y) for x in va for y in vb)
+    if _types(a) != {"object"} or _types(b) != {"object"}:
+        return False
+    pa, pb = a.get("properties") or {}, b.get("properties") or {}
+    ra, rb = set(a.get("required") or ()), set(b.get("required") or ())
+    for key in ra & rb & set(pa) & set(pb):  # a discriminator both require
+        xa, xb = _values(pa[key]), _values(pb[key])
+        if xa is not None and xb is not None and not any(
+                x == y and type(x) is type(y) for x in xa for y in xb):
+            return True
+    for req, other, props in ((ra, b, pb), (rb, a, pa)):  # a key the other closed one forbids
+        if other.get("additionalProperties") is False and "patternProperties" not in other and (
+                req - set(props)):
+            return True
+    return False
+
+
+def _pairwise_disjoint(branches: list[Any], root: Any) -> bool:
+    resolved = [_resolve(b, root) for b in branches]
+    return len(resolved) > 1 and all(_disjoint(resolved[i], resolved[j])
+                                     for i in range(len(resolved))
+                                     for j in range(i + 1, len(resolved)))

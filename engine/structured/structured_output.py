@@ -19,7 +19,7 @@ The engine calls, per request and per step:
                                      or ("abort", message) (matcher rejected a token)
     hook.jump_forward(seqs, with_logprobs)   after the step's tokens are appended: give each
                                      unfinished row the ids its grammar forces next
-                                     (`seq.forced_ids`, see engine/structured/jump_forward.py); rows that
+                                     (`seq.forced_ids`, see jump_forward.py); rows that
                                      want logprobs only when `with_logprobs`
     hook.preempt(seq)                when the scheduler preempts a sequence (recompute later)
     hook.remove(seq)                 when a sequence finishes or is aborted

@@ -20,7 +20,7 @@ SLICE = Path(__file__).parents[1] / "benchmarks" / "data" / "maskbench_slice.jso
 
 def _schemas() -> list[tuple[str, Any]]:
     from thinkgate.engine.sampling_params import StructuredOutputsParams
-    from thinkgate.engine.structured.grammar_compile import canonical_constraint
+    from thinkgate.engine.structured.canonical import canonical_constraint
 
     picked = []
     for case in load_cases(SLICE, None, seed=0):

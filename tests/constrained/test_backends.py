@@ -192,7 +192,7 @@ def test_guidance_bounds_fraction_digits(guidance: Grammar, demo_tokenizer: Any)
 ])
 def test_disjoint_one_of_is_any_of(demo_tokenizer: Any, one_of: list[Any],
                                    disjoint: bool) -> None:
-    from thinkgate.engine.structured.json_schema_rules import disjoint_one_of
+    from thinkgate.engine.structured.schema_rewrites import disjoint_one_of
 
     schema = {"$defs": {"s": {"type": "string"}}, "oneOf": one_of}
     rewritten = disjoint_one_of(schema)
