@@ -30,3 +30,20 @@ def test_ruff_is_clean():
     out = subprocess.run([ruff, "check", "--no-cache", str(ROOT)], capture_output=True,
                          text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-3000:]
+
+
+def test_every_package_folder_is_declared_for_the_wheel():
+    """pyproject lists the packages by hand (the checkout root is the package): a folder with an
+    `__init__.py` that is not listed would be missing from a non-editable install."""
+    import tomllib
+
+    declared = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+                   ["packages"])
+    skip = {"tests", ".venv", ".venv-latest", "build"}
+    found = {"thinkgate"} | {
+        "thinkgate." + ".".join(init.parent.relative_to(ROOT).parts)
+        for init in ROOT.rglob("__init__.py")
+        if init.parent != ROOT and not skip & set(init.relative_to(ROOT).parts) and not any(
+            part.startswith(".") or part.endswith(".egg-info")
+            for part in init.relative_to(ROOT).parts)}
+    assert found - declared == set(), sorted(found - declared)
