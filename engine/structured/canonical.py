@@ -32,7 +32,8 @@ META_CHECK_CHARS = 2048
 def canonical_constraint(params: StructuredOutputsParams,
                          bound_numbers: bool = True) -> tuple[str, str]:
     """(kind, canonical text) of a constraint: a JSON schema checked against its meta-schema,
-    without unknown formats and (with `bound_numbers`) with bounded numbers."""
+    without unknown formats, disjoint `oneOf`s as `anyOf`; a structural tag with bounded
+    whitespace and (with `bound_numbers`) bounded numbers."""
     if params.is_options_only:
         raise ValueError("structured_outputs has options but no constraint (json, json_object, "
                          "regex, choice, grammar or structural_tag); options alone go with "
@@ -43,14 +44,7 @@ def canonical_constraint(params: StructuredOutputsParams,
         if not isinstance(schema, dict | bool):
             raise ValueError(f"structured_outputs.json must be a JSON schema object, got "
                              f"{short(json.dumps(schema))}")
-        text = json.dumps(schema, separators=(",", ":"))
-        if len(text) <= META_CHECK_CHARS:  # larger ones: before xgrammar only (`_compile`)
-            _check_schema(text)
-        schema = without_unknown_formats(schema)  # annotations: nothing to enforce
-        schema = disjoint_one_of(schema)  # a oneOf no instance can match twice is an anyOf
-        # bounded numbers: each backend its own way (xgrammar: schema ranges and its number
-        # rules; llguidance: the matcher counts digits)
-        return kind, json.dumps(schema, separators=(",", ":"))
+        return kind, _canonical_schema(json.dumps(schema, separators=(",", ":")))
     if kind == "json_object":
         return kind, '{"type":"object"}'
     if kind == "choice":
@@ -63,6 +57,19 @@ def canonical_constraint(params: StructuredOutputsParams,
             tag = bound_tag_numbers(tag)
         return kind, json.dumps(tag, separators=(",", ":"))
     return kind, str(getattr(params, kind))
+
+
+@functools.lru_cache(maxsize=256)
+def _canonical_schema(text: str) -> str:
+    """A schema's canonical text from its compact text, once per distinct schema: every request
+    computes its cache key, and most repeat a schema (the walks cost ms on large ones)."""
+    if len(text) <= META_CHECK_CHARS:  # larger ones: before xgrammar only (grammar_compile.py)
+        _check_schema(text)
+    schema = without_unknown_formats(json.loads(text))  # annotations: nothing to enforce
+    schema = disjoint_one_of(schema)  # a oneOf no instance can match twice is an anyOf
+    # bounded numbers: each backend its own way (xgrammar: schema ranges and its number rules;
+    # llguidance: the matcher counts digits)
+    return json.dumps(schema, separators=(",", ":"))
 
 
 def choice_ebnf(choices: Sequence[str]) -> str:

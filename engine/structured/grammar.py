@@ -153,10 +153,11 @@ class RequestGrammar:
         return True
 
 
-def _guidance_backend(tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int]) -> Any:
+def _guidance_backend(tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int],
+                      token_text: Any) -> Any:
     from thinkgate.engine.structured.guidance_backend import GuidanceBackend
 
-    return GuidanceBackend(tokenizer, vocab_size, stop_token_ids)
+    return GuidanceBackend(tokenizer, vocab_size, stop_token_ids, token_text)
 
 
 def _clear_repeated_keys(row: torch.Tensor, tracker: KeyTracker, index: VocabIndex) -> None:
@@ -209,7 +210,8 @@ class Grammar:
         self.cache = GrammarCompileCache(
             info, key, max_cache_entries, bound_numbers=bound_numbers, backend=backend,
             disable_additional_properties=disable_additional_properties,
-            guidance=lambda: _guidance_backend(tokenizer, vocab_size, stop_token_ids))
+            guidance=lambda: _guidance_backend(tokenizer, vocab_size, stop_token_ids,
+                                               self.vocab_index.text))
         self.max_num_seqs = max_num_seqs
         self.num_words = (vocab_size + 31) // 32
         pin = self.device.type == "cuda"

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import llguidance
@@ -67,7 +67,8 @@ class GuidanceMatcher:
         self.backend = backend
         self._end_at: int | None = None  # tokens consumed when the stop id was accepted
         self._count = 0  # tokens consumed (and not rolled back)
-        self.digits = digits  # JSON with bounded numbers: the fraction digits written
+        self.digits = digits  # JSON with bounded numbers: the digits written
+
     def accept_token(self, token_id: int) -> bool:
         token = self.backend.eos if token_id in self.backend.stop_ids else int(token_id)
         if not 0 <= token < self.backend.vocab_size:  # e.g. -1: sampled under an empty mask
@@ -116,7 +117,7 @@ class GuidanceMatcher:
         self.m.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * 4)
         self.backend.widen_stop(row)
         if self.digits is not None and self.digits.run is not None:
-            self.backend.limit_digits(bitmask[index], self.digits.room)
+            self.backend.limit_digits(row, self.digits.room)
 
     def find_jump_forward_string(self) -> str:
         return self.m.compute_ff_bytes().decode("utf-8", "ignore")
@@ -185,11 +186,14 @@ class _Digits:
 
 class GuidanceBackend:
     """llguidance on one tokenizer. tokenizer: Hugging Face; vocab_size: the bitmask width;
-    stop_token_ids: the model's stop ids (the first is llguidance's end of sequence)."""
+    stop_token_ids: the model's stop ids (the first is llguidance's end of sequence);
+    token_text: a token's text (`Grammar` passes its token-text index's, so the vocabulary is
+    decoded once; default: the tokenizer's decode)."""
 
     name = "guidance"
 
-    def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int]) -> None:
+    def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int],
+                 token_text: Callable[[int], str] | None = None) -> None:
         self.stop_ids = frozenset(int(i) for i in stop_token_ids)
         self.eos = int(sorted(stop_token_ids)[0])
         self.vocab_size = vocab_size
@@ -197,7 +201,7 @@ class GuidanceBackend:
         self.tokenizer = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab_size,
                                                       eos_token=self.eos)
         self._others = sorted(self.stop_ids - {self.eos})
-        self._texts: dict[int, str] = {}
+        self.text = token_text or (lambda token: tokenizer.decode([token]))
         # per token: how many digits its text starts with (~0.1 s at 151k, with the scan above)
         n = self.tokenizer.vocab_size
         words = (vocab_size + 31) // 32
@@ -205,14 +209,6 @@ class GuidanceBackend:
                                      + [0] * (words * 32 - n), dtype=torch.int64)
         self._most_leading = int(self._leading.max())
         self._digit_masks: dict[int, torch.Tensor] = {}
-
-    def text(self, token: int) -> str:
-        """A token's text (bytes that are not UTF-8 on their own: replaced)."""
-        found = self._texts.get(token)
-        if found is None:
-            found = self.tokenizer.decode_bytes([token]).decode("utf-8", "replace")
-            self._texts[token] = found
-        return found
 
     def limit_digits(self, row: torch.Tensor, room: int) -> None:
         """Clear the bits of the tokens that start with more than `room` digits, unless no

@@ -215,19 +215,18 @@ def _escape(name: str) -> str:
     return str(name).replace("~", "~0").replace("/", "~1")
 
 
-def unknown_formats(schema: Any) -> list[str]:
-    """`"<format> at <json path>"` for each format value JSON Schema does not define."""
-    return [f"{sub['format']!r} at {path or '/'}" for sub, path in subschemas(schema)
-            if "format" in sub and sub["format"] not in SPEC_FORMATS]
+def _unknown_format(sub: dict[str, Any]) -> bool:
+    return "format" in sub and sub["format"] not in SPEC_FORMATS
 
 
 def without_unknown_formats(schema: Any) -> Any:
-    """`schema` without its unknown `format` annotations (a copy when there are any)."""
-    if not unknown_formats(schema):
+    """`schema` without the `format` values JSON Schema does not define (annotations), a copy
+    when there are any."""
+    if not any(_unknown_format(sub) for sub, _ in subschemas(schema)):
         return schema
     copy = json.loads(json.dumps(schema))
     for sub, _ in subschemas(copy):
-        if "format" in sub and sub["format"] not in SPEC_FORMATS:
+        if _unknown_format(sub):
             del sub["format"]
     return copy
 
