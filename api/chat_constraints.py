@@ -23,15 +23,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import xgrammar as xgr
 from thinkgate.engine.sampling_params import StructuredOutputsParams
-from thinkgate.engine.structured.canonical import bound_json_whitespace, bound_tag_numbers
-from thinkgate.engine.structured.json_schema_rules import bound_schema_numbers, unenforced_keywords
-from thinkgate.engine.structured.xgrammar_backend import (
-    check_enforceable,
-    json_grammar_text,
-    tag_schemas,
-)
+from thinkgate.engine.structured.json_schema_rules import closed_objects, unenforced_keywords
 
 ToolChoice = str | Mapping[str, Any] | None
 
@@ -130,20 +123,13 @@ def chat_constraint(tool_parser: str | None, tools: Sequence[Mapping[str, Any]] 
 def _calls_or_answer(tool_parser: str, tools: Sequence[Mapping[str, Any]],
                      schema: dict[str, Any], parallel: bool,
                      opts: dict[str, Any]) -> StructuredOutputsParams:
-    """tool_choice auto with a JSON response_format: calls, or the answer (one EBNF grammar;
-    checked and bounded here, since the engine sees only its text)."""
-    bound = opts.get("bound_numbers") is not False
-    if not opts.get("best_effort"):
-        check_enforceable(schema, "response_format")
-    calls = bound_json_whitespace(tool_calls_tag(tool_parser, tools, "required", parallel))
-    if not opts.get("best_effort"):
-        for tool_schema, _ in tag_schemas(calls):
-            check_enforceable(tool_schema, "tools")
-    if bound:
-        schema, calls = bound_schema_numbers(schema), bound_tag_numbers(calls)
-    answer = xgr.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False)
-    union = xgr.Grammar.union(xgr.Grammar.from_structural_tag(json.dumps(calls)), answer)
-    return StructuredOutputsParams(grammar=json_grammar_text(union, bound), **opts)
+    """tool_choice auto with a JSON response_format: calls, or the answer (one structural tag,
+    so either backend compiles it and every schema in it is checked as a tool's is)."""
+    calls = tool_calls_tag(tool_parser, tools, "required", parallel)
+    either = {"type": "or", "elements": [
+        calls["format"], {"type": "json_schema", "json_schema": schema}]}
+    return StructuredOutputsParams(
+        structural_tag={"type": "structural_tag", "format": either}, **opts)
 
 
 def best_effort_report(constraint: StructuredOutputsParams | None,
@@ -169,6 +155,17 @@ def best_effort_report(constraint: StructuredOutputsParams | None,
     return found
 
 
+def _strict_closed(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A `strict` tool with its parameters' objects closed, as OpenAI's strict mode has them
+    (`additionalProperties: false` wherever unset); other tools as given (JSON Schema: extra
+    properties allowed unless the schema forbids them)."""
+    fn = tool_function(tool)
+    if not fn.get("strict") or not isinstance(fn.get("parameters"), Mapping):
+        return dict(tool)
+    closed = {**fn, "parameters": closed_objects(fn["parameters"])}
+    return {**tool, "function": closed} if "function" in tool else closed
+
+
 def tool_calls_tag(tool_parser: str, tools: Sequence[Mapping[str, Any]], mode: str,
                    parallel_tool_calls: bool = True) -> dict[str, Any]:
     """The structural tag for calls in the tool format's syntax (from the tool parsers): mode
@@ -178,7 +175,7 @@ def tool_calls_tag(tool_parser: str, tools: Sequence[Mapping[str, Any]], mode: s
     choice: Any = mode
     if mode not in ("auto", "required"):
         choice = {"type": "function", "function": {"name": mode}}
-    tag = tool_call_structural_tag(tool_parser, [dict(t) for t in tools], choice,
+    tag = tool_call_structural_tag(tool_parser, [_strict_closed(t) for t in tools], choice,
                                    parallel_tool_calls=parallel_tool_calls)
     if tag is None:
         raise ValueError(f"tool parser {tool_parser!r} gave no grammar for tool_choice {mode!r}")

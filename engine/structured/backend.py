@@ -29,10 +29,10 @@ AUTO_ORDER: dict[str, tuple[str, ...]] = {
     "regex": ("guidance", "xgrammar"),
     "choice": ("xgrammar", "guidance"),
     "grammar": ("xgrammar", "guidance"),
-    "structural_tag": ("xgrammar",),
+    "structural_tag": ("guidance", "xgrammar"),
 }
 # What a backend named explicitly cannot compile goes to the other one.
-_ONLY = {"structural_tag": "xgrammar"}
+_ONLY: dict[str, str] = {}
 
 
 def check_backend(name: str) -> str:

@@ -5,7 +5,8 @@ canonical text): JSON schemas parsed, checked against their meta-schema (small o
 ones only before xgrammar: llguidance checks a schema's structure itself), without unknown
 formats (annotations), with provably disjoint `oneOf`s as `anyOf`, written compactly so the same
 schema spelled differently compiles once; choices as an EBNF grammar; structural tags with
-bounded whitespace and numbers.
+each json_schema element canonical the same way (a tool's parameters), bounded whitespace and
+numbers.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from thinkgate.engine.sampling_params import StructuredOutputsParams
 from thinkgate.engine.structured.json_schema_rules import (
     bound_schema_numbers,
+    map_tag_schemas,
     without_unknown_formats,
 )
 from thinkgate.engine.structured.schema_rewrites import disjoint_one_of
@@ -50,20 +52,27 @@ def canonical_constraint(params: StructuredOutputsParams,
     if kind == "choice":
         return kind, choice_ebnf(params.choice or [])
     if kind == "structural_tag":
-        tag = _load_json(params.structural_tag, "structural_tag")
+        tag = map_tag_schemas(_load_json(params.structural_tag, "structural_tag"),
+                              lambda schema: _canonical_tag_schema(schema, bound_numbers))
         if params.disable_any_whitespace:
             tag = bound_json_whitespace(tag)
-        if bound_numbers:
-            tag = bound_tag_numbers(tag)
         return kind, json.dumps(tag, separators=(",", ":"))
     return kind, str(getattr(params, kind))
 
 
-@functools.lru_cache(maxsize=256)
-def _canonical_schema(text: str) -> str:
+# Distinct schemas whose canonical text is kept: `response_format`s and each tool's parameters
+# (a request whose tools were seen before, in any order, skips their walks).
+SCHEMA_CACHE_SIZE = 2048
+
+
+@functools.lru_cache(maxsize=SCHEMA_CACHE_SIZE)
+def _canonical_schema(text: str, check: bool = True) -> str:
     """A schema's canonical text from its compact text, once per distinct schema: every request
-    computes its cache key, and most repeat a schema (the walks cost ms on large ones)."""
-    if len(text) <= META_CHECK_CHARS:  # larger ones: before xgrammar only (grammar_compile.py)
+    computes its cache key, and most repeat a schema (the walks cost ms on large ones).
+    `check`: small ones against their meta-schema here (a tool's parameters are checked only
+    before xgrammar: llguidance checks a schema's structure itself, and 150 tools' checks cost
+    ~150 ms)."""
+    if check and len(text) <= META_CHECK_CHARS:  # larger: before xgrammar (grammar_compile.py)
         _check_schema(text)
     schema = without_unknown_formats(json.loads(text))  # annotations: nothing to enforce
     schema = disjoint_one_of(schema)  # a oneOf no instance can match twice is an anyOf
@@ -89,15 +98,21 @@ def bound_json_whitespace(node: Any) -> Any:
     return {k: bound_json_whitespace(v) for k, v in node.items()}
 
 
-def bound_tag_numbers(node: Any) -> Any:
-    """A copy of a structural tag whose json_schema elements' numbers are bounded."""
-    if isinstance(node, list):
-        return [bound_tag_numbers(v) for v in node]
-    if not isinstance(node, dict):
-        return node
-    if node.get("type") == "json_schema":
-        return {**node, "json_schema": bound_schema_numbers(node.get("json_schema"))}
-    return {k: bound_tag_numbers(v) for k, v in node.items()}
+def _canonical_tag_schema(schema: Any, bound_numbers: bool) -> Any:
+    """A structural tag's json_schema element as a schema of `json`, numbers bounded with
+    `bound_numbers` (each distinct one worked out once: a tool's parameters)."""
+    if not isinstance(schema, dict | bool):
+        raise ValueError(f"a structural tag's json_schema must be a JSON schema object, got "
+                         f"{short(json.dumps(schema))}")
+    return json.loads(_tag_schema_text(json.dumps(schema, separators=(",", ":")), bound_numbers))
+
+
+@functools.lru_cache(maxsize=SCHEMA_CACHE_SIZE)
+def _tag_schema_text(text: str, bound_numbers: bool) -> str:
+    schema = json.loads(_canonical_schema(text, False))
+    if bound_numbers:
+        schema = bound_schema_numbers(schema)
+    return json.dumps(schema, separators=(",", ":"))
 
 
 def _load_json(value: Any, name: str) -> Any:
@@ -108,6 +123,18 @@ def _load_json(value: Any, name: str) -> Any:
     except json.JSONDecodeError as err:
         raise ValueError(f"structured_outputs.{name} is not valid JSON ({err}): "
                          f"{short(value)}") from None
+
+
+def clear_schema_caches() -> None:
+    """Forget every schema's canonical text and meta-schema check (benchmarks' cold runs)."""
+    _canonical_schema.cache_clear()
+    _tag_schema_text.cache_clear()
+    _check_schema.cache_clear()
+
+
+def schema_cache_entries() -> int:
+    """Distinct schemas whose canonical text is kept (tool parameters among them)."""
+    return _canonical_schema.cache_info().currsize + _tag_schema_text.cache_info().currsize
 
 
 def warm_meta_schema_check() -> None:

@@ -251,7 +251,7 @@ class Grammar:
         (~0.25 s)."""
         self.vocab_index  # noqa: B018 (built on first use)
         if self.cache.backend != "xgrammar":
-            self.cache.guidance  # noqa: B018
+            self.cache.guidance.special_tokens  # noqa: B018
         warm_meta_schema_check()
 
     @property

@@ -32,7 +32,12 @@ from thinkgate.engine.structured.canonical import (
     _check_schema,
     canonical_constraint,
 )
-from thinkgate.engine.structured.json_schema_rules import closed_objects, promotable
+from thinkgate.engine.structured.json_schema_rules import (
+    closed_objects,
+    map_tag_schemas,
+    promotable,
+    tag_schemas,
+)
 from thinkgate.engine.structured.xgrammar_backend import XGrammarBackend
 
 logger = logging.getLogger(__name__)
@@ -134,6 +139,11 @@ class GrammarCompileCache:
         """A fresh matcher at the start of `entry`'s grammar."""
         backend = self.xgrammar if entry.backend == "xgrammar" else self.guidance
         return backend.new_matcher(entry.grammar)
+
+    def clear(self) -> None:
+        """Drop every compiled entry (benchmarks' cold compiles)."""
+        with self._lock:
+            self._entries.clear()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -237,8 +247,10 @@ class GrammarCompileCache:
     def _key(self, params: StructuredOutputsParams) -> tuple[Any, str, str, bool]:
         bound = self.bound_numbers if params.bound_numbers is None else params.bound_numbers
         kind, text = canonical_constraint(params, bound)
-        if self.closed_objects and kind == "json":
-            text = json.dumps(closed_objects(json.loads(text)), separators=(",", ":"))
+        if self.closed_objects and kind in ("json", "structural_tag"):
+            closed = (closed_objects(json.loads(text)) if kind == "json"
+                      else map_tag_schemas(json.loads(text), closed_objects))
+            text = json.dumps(closed, separators=(",", ":"))
         return (self.tokenizer_key, f"{kind}|{int(bound)}|{int(params.best_effort)}"
                 f"|{int(params.disable_any_whitespace)}|{self.backend}", text), kind, text, bound
 
@@ -273,6 +285,9 @@ class GrammarCompileCache:
                         # against the meta-schema: ~300 ms for a 150 KB schema, so only here
                         # (llguidance checks a schema's structure itself, and refuses it)
                         _check_schema(text)
+                    elif kind == "structural_tag":
+                        for schema, _ in tag_schemas(json.loads(text)):
+                            _check_schema(json.dumps(schema, separators=(",", ":")))
                     grammar, free = self.xgrammar.compile(
                         kind, text, any_whitespace=any_ws, bound_numbers=bound,
                         best_effort=params.best_effort)

@@ -25,6 +25,7 @@ through that fails its schema) and it writes the same int32 token bitmask layout
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -34,13 +35,16 @@ import llguidance
 import llguidance.hf
 import numpy as np
 import torch
+from thinkgate.engine.structured.canonical import SCHEMA_CACHE_SIZE
 from thinkgate.engine.structured.json_schema_rules import (
     MAX_EXPONENT_DIGITS,
     MAX_FRACTION_DIGITS,
     MAX_INT_DIGITS,
     allows_free_keys,
     subschemas,
+    tag_schemas,
 )
+from thinkgate.engine.structured.lark_tags import Unsatisfiable, plain_json_only, tag_lark
 from thinkgate.engine.structured.schema_rewrites import rewrite_for_guidance
 
 logger = logging.getLogger(__name__)
@@ -239,6 +243,8 @@ class GuidanceBackend:
             grammar, free = llguidance.LLMatcher.grammar_from_regex(text), False
         elif kind in ("grammar", "choice"):
             grammar, free = llguidance.grammar_from("grammar", text), False
+        elif kind == "structural_tag":
+            return self._compile_tag(json.loads(text), any_whitespace, bound_numbers)
         else:
             raise ValueError(f"the guidance backend does not compile {kind} constraints")
         matcher = llguidance.LLMatcher(self.tokenizer, grammar)
@@ -249,6 +255,41 @@ class GuidanceBackend:
             raise ValueError(f"structured_outputs.{kind}: the guidance backend cannot compile "
                              f"it: {reason}")
         return (matcher, bound_numbers and kind in ("json", "json_object")), free
+
+    def _compile_tag(self, tag: Any, any_whitespace: bool,
+                     bound_numbers: bool) -> tuple[Any, bool]:
+        """A structural tag as lark (lark_tags.py). A json_schema part no value satisfies (a
+        tool parameter typed boolean with string enum values) fails llguidance's whole grammar:
+        it is left out (an optional parameter) or its call is (a required one), and the rest
+        compiles; with nothing left, ValueError. Such schemas are remembered, so only the
+        first grammar that holds one compiles twice."""
+        def json_text(schema: Any) -> str:
+            return _json_text(json.dumps(schema, separators=(",", ":")), any_whitespace)
+
+        # first with the schemas known to have no value; after a failure, each is checked
+        for unsatisfiable in (_KNOWN_UNSATISFIABLE.__contains__, _unsatisfiable):
+            try:
+                lark, _ = tag_lark(tag, self.special_tokens, json_text, unsatisfiable)
+            except Unsatisfiable as err:
+                raise ValueError(f"structured_outputs.structural_tag: no call can be written: "
+                                 f"{err}") from None
+            matcher = llguidance.LLMatcher(self.tokenizer,
+                                           llguidance.LLMatcher.grammar_from_lark(lark))
+            error = matcher.get_error() if matcher.is_error() else ""
+            if "Unsatisfiable schema" not in error:
+                break
+        if error:
+            raise ValueError(f"structured_outputs.structural_tag: the guidance backend cannot "
+                             f"compile it: {error.splitlines()[0]}")
+        schemas = [schema for schema, _ in tag_schemas(tag)]
+        digits = bound_numbers and plain_json_only(tag)
+        return (matcher, digits), any(allows_free_keys(s) for s in schemas)
+
+    @functools.cached_property
+    def special_tokens(self) -> dict[str, int]:
+        """Text -> id of the tokens llguidance keeps out of text (a lark grammar names them)."""
+        return {self.tokenizer.decode_str([t]): t for t in range(self.tokenizer.vocab_size)
+                if self.tokenizer.is_special_token(t) and self.tokenizer.decode_str([t])}
 
     def new_matcher(self, compiled: tuple[llguidance.LLMatcher, bool]) -> GuidanceMatcher:
         prototype, json_digits = compiled
@@ -270,6 +311,40 @@ def _leading_digits(text: str) -> int:
     while n < len(text) and "0" <= text[n] <= "9":
         n += 1
     return n
+
+
+@functools.lru_cache(maxsize=SCHEMA_CACHE_SIZE)
+def _json_text(schema_text: str, any_whitespace: bool) -> str:
+    """A structural tag's JSON schema as `%json` takes it: rewritten for llguidance, with the
+    request's whitespace options (each distinct schema once: a tool's parameters)."""
+    schema = rewrite_for_guidance(json.loads(schema_text))
+    options = _ANY_WHITESPACE if any_whitespace else _COMPACT
+    if schema is True:
+        schema = {}
+    if isinstance(schema, dict):
+        schema = {**schema, "x-guidance": options}
+    return json.dumps(schema, ensure_ascii=False)
+
+
+_KNOWN_UNSATISFIABLE: set[str] = set()
+
+
+def clear_schema_caches() -> None:
+    """Forget the per-schema work of structural tags (benchmarks' cold compiles)."""
+    _json_text.cache_clear()
+    _unsatisfiable.cache_clear()
+    _KNOWN_UNSATISFIABLE.clear()
+
+
+@functools.lru_cache(maxsize=SCHEMA_CACHE_SIZE)
+def _unsatisfiable(json_text: str) -> bool:
+    """Whether llguidance finds no value for a `%json` schema text (~0.05 ms a schema)."""
+    grammar = llguidance.LLMatcher.grammar_from_lark("start: %json " + json_text)
+    if "Unsatisfiable schema" not in llguidance.LLMatcher.validate_grammar(grammar):
+        return False
+    if len(_KNOWN_UNSATISFIABLE) < SCHEMA_CACHE_SIZE:
+        _KNOWN_UNSATISFIABLE.add(json_text)
+    return True
 
 
 def _with_paths(reason: str, schema: Any) -> str:

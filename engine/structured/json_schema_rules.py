@@ -208,7 +208,7 @@ def bound_number_rules(ebnf: str) -> str:
 
 
 def _is_num(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, (int, float)) and not isinstance(value, bool)  # noqa: UP038
 
 
 def _escape(name: str) -> str:
@@ -279,3 +279,25 @@ def promotable(schema: Any) -> bool:
     if not isinstance(schema, dict) or allows_free_keys(schema) or unenforced_keywords(schema):
         return False
     return not any(k in sub for sub, _ in subschemas(schema) for k in _NOT_PROMOTED)
+
+
+def tag_schemas(node: Any, path: str = "") -> list[tuple[Any, str]]:
+    """(schema, path) of each json_schema element of a structural tag."""
+    if isinstance(node, list):
+        return [found for i, v in enumerate(node) for found in tag_schemas(v, f"{path}/{i}")]
+    if not isinstance(node, dict):
+        return []
+    if node.get("type") == "json_schema":
+        return [(node.get("json_schema"), f"{path}/json_schema")]
+    return [found for k, v in node.items() for found in tag_schemas(v, f"{path}/{k}")]
+
+
+def map_tag_schemas(node: Any, fn: Any) -> Any:
+    """A copy of a structural tag with `fn` applied to each json_schema element's schema."""
+    if isinstance(node, list):
+        return [map_tag_schemas(v, fn) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if node.get("type") == "json_schema":
+        return {**node, "json_schema": fn(node.get("json_schema"))}
+    return {k: map_tag_schemas(v, fn) for k, v in node.items()}

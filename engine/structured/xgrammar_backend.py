@@ -17,6 +17,7 @@ import xgrammar as xgr
 from thinkgate.engine.structured.json_schema_rules import (
     bound_number_rules,
     bound_schema_numbers,
+    tag_schemas,
     unenforced_keywords,
 )
 
@@ -71,17 +72,6 @@ def check_enforceable(schema: Any, where: str = "structured_outputs.json") -> No
     if found:
         raise ValueError(f"{where}: the grammar cannot enforce {'; '.join(found)}; remove it, "
                          "or set structured_outputs.best_effort to accept unenforced keywords")
-
-
-def tag_schemas(node: Any, path: str = "") -> list[tuple[Any, str]]:
-    """(schema, path) of each json_schema element of a structural tag."""
-    if isinstance(node, list):
-        return [found for i, v in enumerate(node) for found in tag_schemas(v, f"{path}/{i}")]
-    if not isinstance(node, dict):
-        return []
-    if node.get("type") == "json_schema":
-        return [(node.get("json_schema"), f"{path}/json_schema")]
-    return [found for k, v in node.items() for found in tag_schemas(v, f"{path}/{k}")]
 
 
 def _has_free_objects(compiled: xgr.CompiledGrammar) -> bool:

@@ -12,7 +12,7 @@ from .xml_body import ParamSyntax
 
 _PY_STR = r'"([^"\\\r\n]|\\[\\"nt])*"'
 _PY_INT = r"-?(0|[1-9][0-9]{0,15})"
-_PY_NUM = r"-?(0|[1-9][0-9]{0,15})(\.[0-9]{1,15})?"
+_PY_NUM = r"-?(0|[1-9][0-9]{0,15})(\.[0-9]{1,15})?([eE][-+]?[0-9]{1,3})?"
 
 
 def _const(v: str) -> dict:
@@ -34,22 +34,21 @@ def _props(schema: dict | None) -> tuple[list[tuple[str, dict]], set[str]]:
 
 
 def _ordered(items: list[tuple[dict, bool]], sep: str) -> dict:
-    """Elements joined by ``sep``: required ones always, optional ones at will."""
-    req = [e for e, r in items if r]
-    opt = [e for e, r in items if not r]
-    if req:
-        parts: list[dict] = []
-        for i, e in enumerate(req):
-            parts += [_const(sep), e] if i else [e]
-        parts += [{"type": "optional", "content": _seq(_const(sep), e)} for e in opt]
-        return _seq(*parts)
-    if not opt:
-        return _const("")
-    alts = [_const("")]
-    for j, e in enumerate(opt):
-        rest = [{"type": "optional", "content": _seq(_const(sep), o)} for o in opt[j + 1:]]
-        alts.append(_seq(e, *rest))
-    return {"type": "or", "elements": alts}
+    """The elements in their declared order joined by ``sep``: each required one always, each
+    optional one at will (as the JSON formats' objects keep the schema's property order)."""
+    # `rest[i]`: elements i.. after something was written (each optional one with its sep)
+    rest: list[list[dict]] = [[] for _ in range(len(items) + 1)]
+    for i in range(len(items) - 1, -1, -1):
+        e, required = items[i]
+        part = _seq(_const(sep), e)
+        rest[i] = [part if required else {"type": "optional", "content": part}, *rest[i + 1]]
+    # `first`: elements i.. before anything was written
+    first: dict = _const("")
+    for i in range(len(items) - 1, -1, -1):
+        e, required = items[i]
+        here = _seq(e, *rest[i + 1])
+        first = here if required else {"type": "or", "elements": [here, first]}
+    return first
 
 
 def _string_value(prop: dict, excludes: list[str]) -> dict:

@@ -52,10 +52,19 @@ def _tool_names(tools: Sequence[dict[str, Any]] | None) -> list[str]:
     return names
 
 
-def _call_tag(lay: RegionLayout, name: str, tools: Sequence[dict[str, Any]] | None,
+def _parameters(tools: Sequence[dict[str, Any]] | None) -> dict[str, dict | None]:
+    """Each tool's parameters schema by name (the first tool of a name, as the parser reads)."""
+    found: dict[str, dict | None] = {}
+    for tool in tools or ():
+        fn = tool.get("function", tool)
+        found.setdefault(fn["name"], tool_parameters([tool], fn["name"]))
+    return found
+
+
+def _call_tag(lay: RegionLayout, name: str, params: dict[str, dict | None],
               excludes: list[str]) -> dict:
     call = lay.call(name)
-    args = args_format(lay.region, tool_parameters(list(tools or ()), name), excludes)
+    args = args_format(lay.region, params.get(name), excludes)
     if call.has_index:
         args = {"type": "sequence", "elements": [
             {"type": "regex", "pattern": "[0-9]{1,4}"},
@@ -114,13 +123,17 @@ def tool_call_structural_tag(tool_parser_name: str, tools: Sequence[dict[str, An
         raise ValueError(f"tool_choice={tool_choice!r} needs at least one tool")
     lay = region_layout(spec)
     excludes = [m for m in spec.special_markers() if len(m) > 2]
+    params = _parameters(tools)
+    # one alternative per distinct name, sorted: the same tools in another order are the same
+    # grammar (one compile, one cache entry)
+    names = sorted(params)
     if named is not None:
-        fmt = _calls(lay, [_call_tag(lay, named, tools, excludes)], True, True)
+        fmt = _calls(lay, [_call_tag(lay, named, params, excludes)], True, True)
     elif tool_choice == "required":
-        fmt = _calls(lay, [_call_tag(lay, n, tools, excludes) for n in names], True,
+        fmt = _calls(lay, [_call_tag(lay, n, params, excludes) for n in names], True,
                      not parallel_tool_calls)
     else:
-        tags = [_call_tag(lay, n, tools, excludes) for n in names]
+        tags = [_call_tag(lay, n, params, excludes) for n in names]
         others = [m for m in spec.start_markers() if m not in lay.trigger]
         fmt = _auto(lay, tags, others, parallel_tool_calls)
     if reasoning_end:

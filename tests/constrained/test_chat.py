@@ -19,10 +19,13 @@ BOUNDED_STRING = "^[A-Za-z0-9 @.:,'!?_-]{0,24}$"
 
 
 def _bounded(tool: dict[str, Any]) -> dict[str, Any]:
-    """The tool with its string arguments capped at 24 characters, so every sampled call of the
-    tiny demo model completes within max_tokens (the property under test is validity). A
-    pattern, because xgrammar drops maxLength inside tool tags that exclude the end marker."""
+    """The tool with its string arguments capped at 24 characters and `strict` (its objects
+    closed: by JSON Schema an open object takes other keys, whose free text the tiny demo model
+    would ramble on in), so every sampled call completes within max_tokens (the property under
+    test is validity). A pattern, because xgrammar drops maxLength inside tool tags that exclude
+    the end marker."""
     tool = copy.deepcopy(tool)
+    tool["function"]["strict"] = True
     for prop in tool["function"]["parameters"]["properties"].values():
         if prop.get("type") == "string" and "enum" not in prop:
             prop["pattern"] = BOUNDED_STRING
