@@ -24,7 +24,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from thinkgate.engine.sampling_params import StructuredOutputsParams
-from thinkgate.engine.structured.json_schema_rules import closed_objects, unenforced_keywords
+from thinkgate.engine.structured.json_schema_rules import (
+    check_depth,
+    closed_objects,
+    unenforced_keywords,
+)
 
 ToolChoice = str | Mapping[str, Any] | None
 
@@ -99,6 +103,10 @@ def chat_constraint(tool_parser: str | None, tools: Sequence[Mapping[str, Any]] 
     best_effort) for the constraint."""
     opts = dict(options or {})
     schema = response_format_schema(response_format)
+    if schema is not None:
+        check_depth(schema, "response_format")
+    for tool in tools or ():
+        check_depth(tool_parameters(tool), f"tools[{tool_function(tool)['name']}].parameters")
     if tool_choice == "none" or not tools:
         if schema is None:
             return None

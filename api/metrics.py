@@ -104,6 +104,19 @@ class ServerMetrics:
             "thinkgate_grammar_cache_entries", "Compiled constraints held in the compile cache",
             ["model_name"], registry=self.registry,
         ).labels(**labels)
+        self.grammar_cache_hits = Counter(
+            "thinkgate_grammar_cache_hits", "Constraints served by the compile cache (the same "
+            "schema or tool set again, tools in any order)", ["model_name"], registry=self.registry,
+        ).labels(**labels)
+        self.schema_cache = Gauge(
+            "thinkgate_schema_cache_entries", "Distinct schemas (response formats, each tool's "
+            "parameters) whose canonical form is kept", ["model_name"], registry=self.registry,
+        ).labels(**labels)
+        self.schema_cache_hits = Counter(
+            "thinkgate_schema_cache_hits", "Schemas (a tool's parameters among them) found "
+            "already worked out when a constraint was built", ["model_name"],
+            registry=self.registry,
+        ).labels(**labels)
         self._engine_totals: dict[str, float] = {}
         self._engine_stats: Callable[[], dict[str, float]] | None = None
 
@@ -123,7 +136,9 @@ class ServerMetrics:
                 self.step_seqs.set(stats["num_step_seqs"])
                 self.decode_steps.set(stats.get("num_decode_steps", 0))
             for key, counter in (("prefix_cache_queries", self.prefix_queries),
-                                 ("prefix_cache_hits", self.prefix_hits)):
+                                 ("prefix_cache_hits", self.prefix_hits),
+                                 ("grammar_cache_hits", self.grammar_cache_hits),
+                                 ("schema_cache_hits", self.schema_cache_hits)):
                 total = stats.get(key, 0)
                 counter.inc(max(0, total - self._engine_totals.get(key, 0)))
                 self._engine_totals[key] = total
@@ -136,6 +151,7 @@ class ServerMetrics:
                     self._engine_totals[key] = total
             if "grammar_cache_entries" in stats:
                 self.grammar_cache.set(stats["grammar_cache_entries"])
+                self.schema_cache.set(stats.get("schema_cache_entries", 0))
         return generate_latest(self.registry)
 
     def finish(self, reason: str | None) -> None:

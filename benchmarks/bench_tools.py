@@ -14,8 +14,9 @@ parameter `12345` is the text "12345") is not invalid in that format and is skip
 per tool set: passing,
 refused (compile error), valid rejected, invalid let through, round-trip mismatch.
 
-The many-tools table: the distinct tools of the file, 8 / 32 / all (150+) of them, cold, then
-warm with the same tools in another order (the per-schema cache).
+The many-tools cells: the distinct tools of the sample, 8 / 32 / all (150+) of them: cold; the
+same tools in another order (one grammar: the compile cache); a new combination of tools seen
+before (all but one: the per-schema caches).
 
     python -m thinkgate.benchmarks.bench_tools --model /tmp/qwen3-vocab --limit 120
 """
@@ -145,15 +146,18 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(len(values) * q / 100))]
 
 
-def many_tools(h: Harness, fmt: str, cases: list[dict[str, Any]]) -> list[str]:
-    """TTFM of `required` over 8, 32 and all distinct tools: cold, then warm, reordered."""
+def many_tools(h: Harness, fmt: str, cases: list[dict[str, Any]],
+               sizes: list[int]) -> list[str]:
+    """TTFM of `required` over `sizes` distinct tools (0: all of them): cold; the same tools
+    reordered (the compile cache); a new combination of seen tools (all but the first: only the
+    per-schema caches are warm)."""
     seen: dict[str, dict[str, Any]] = {}
     for case in cases:
         for tool in case["tools"]:
             seen.setdefault(tool["function"]["name"], tool)
     tools = list(seen.values())
     cells = []
-    for n in (8, 32, len(tools)):
+    for n in (size or len(tools) for size in sizes):
         subset = tools[:n]
         start = time.perf_counter()
         try:
@@ -163,11 +167,13 @@ def many_tools(h: Harness, fmt: str, cases: list[dict[str, Any]]) -> list[str]:
             continue
         cold = time.perf_counter() - start
         shuffled = random.Random(n).sample(subset, len(subset))
-        h.grammar.cache.clear()  # the whole-set entry: only the per-schema caches stay warm
         start = time.perf_counter()
         h.start(fmt, shuffled, cold=False)
-        warm = time.perf_counter() - start
-        cells.append(f"{n}: {cold * 1e3:.1f} / {warm * 1e3:.1f}")
+        reordered = time.perf_counter() - start
+        start = time.perf_counter()
+        h.start(fmt, subset[1:], cold=False)
+        seen = time.perf_counter() - start
+        cells.append(f"{n}: {cold * 1e3:.1f} / {reordered * 1e3:.1f} / {seen * 1e3:.1f}")
     return cells
 
 
@@ -187,6 +193,8 @@ def main() -> None:
     ap.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=list(BACKENDS))
     ap.add_argument("--limit", type=int, default=None, help="a seeded sample of this many")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--many-sizes", nargs="*", type=int, default=[8, 32, 0],
+                    help="tool counts of the many-tools cells (0: every distinct tool)")
     ap.add_argument("--json", default=None, help="write per-set outcomes and reasons here")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -202,7 +210,7 @@ def main() -> None:
     print(f"# bench_tools: {len(cases)} tool sets from {args.data.name}, tokenizer {folder} "
           f"(vocab {vocab_size}), one thread, tool_choice=required")
     print("| format | backend | " + " | ".join(OUTCOMES)
-          + " | TTFM p50 / p99 ms | mask p50 / p99 us | many tools: cold / warm reordered ms |")
+          + " | TTFM p50 / p99 ms | mask p50 / p99 us | many tools: cold / reordered / seen ms |")
     print("|---" * (len(OUTCOMES) + 5) + "|")
     report: dict[str, Any] = {}
     for backend in args.backends:
@@ -213,7 +221,7 @@ def main() -> None:
             why: dict[str, str] = {}
             outcomes = {c["id"]: run_set(h, fmt, c, ttfm, mask_s, why) for c in cases}
             counts = Counter(outcomes.values())
-            many = many_tools(h, fmt, cases)
+            many = many_tools(h, fmt, cases, args.many_sizes)
             report[f"{fmt}/{backend}"] = {"outcomes": outcomes, "why": why}
             print(f"| {fmt} | {backend} | " + " | ".join(str(counts[o]) for o in OUTCOMES)
                   + f" | {_pct(ttfm, 50) * 1e3:.1f} / {_pct(ttfm, 99) * 1e3:.1f}"

@@ -18,8 +18,11 @@ from typing import Any
 
 from thinkgate.engine.sampling_params import StructuredOutputsParams
 from thinkgate.engine.structured.json_schema_rules import (
+    MAX_SCHEMA_DEPTH,
     bound_schema_numbers,
+    check_depth,
     map_tag_schemas,
+    tag_schemas,
     without_unknown_formats,
 )
 from thinkgate.engine.structured.schema_rewrites import disjoint_one_of
@@ -43,6 +46,7 @@ def canonical_constraint(params: StructuredOutputsParams,
     kind = params.kind
     if kind == "json":
         schema = _load_json(params.json, "json")
+        check_depth(schema, "structured_outputs.json")
         if not isinstance(schema, dict | bool):
             raise ValueError(f"structured_outputs.json must be a JSON schema object, got "
                              f"{short(json.dumps(schema))}")
@@ -52,7 +56,11 @@ def canonical_constraint(params: StructuredOutputsParams,
     if kind == "choice":
         return kind, choice_ebnf(params.choice or [])
     if kind == "structural_tag":
-        tag = map_tag_schemas(_load_json(params.structural_tag, "structural_tag"),
+        tag = _load_json(params.structural_tag, "structural_tag")
+        check_depth(tag, "structured_outputs.structural_tag", 2 * MAX_SCHEMA_DEPTH)
+        for schema, path in tag_schemas(tag):
+            check_depth(schema, f"structured_outputs.structural_tag{path}")
+        tag = map_tag_schemas(tag,
                               lambda schema: _canonical_tag_schema(schema, bound_numbers))
         if params.disable_any_whitespace:
             tag = bound_json_whitespace(tag)
@@ -132,9 +140,11 @@ def clear_schema_caches() -> None:
     _check_schema.cache_clear()
 
 
-def schema_cache_entries() -> int:
-    """Distinct schemas whose canonical text is kept (tool parameters among them)."""
-    return _canonical_schema.cache_info().currsize + _tag_schema_text.cache_info().currsize
+def schema_cache_stats() -> tuple[int, int]:
+    """(distinct schemas whose canonical text is kept, lookups that found one): a tool's
+    parameters seen before (in any tool set, in any order) are worked out once."""
+    infos = (_canonical_schema.cache_info(), _tag_schema_text.cache_info())
+    return sum(i.currsize for i in infos), sum(i.hits for i in infos)
 
 
 def warm_meta_schema_check() -> None:

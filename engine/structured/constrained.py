@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from thinkgate.engine.reasoning_slots import ReasoningSlots, RowGate
 from thinkgate.engine.sequence import Sequence
+from thinkgate.engine.structured.canonical import schema_cache_stats
 from thinkgate.engine.structured.grammar import Grammar, RequestGrammar
 from thinkgate.engine.structured.json_completion import (
     COMPLETED_STOP_REASON,
@@ -121,8 +122,10 @@ class ConstrainedDecoding(StructuredOutputHook):
             return {}
         cache = self._grammar.cache
         out = {f"grammar_compiles_{name}": count for name, count in cache.compiled_by.items()}
+        entries, hits = schema_cache_stats()
         out.update(grammar_cache_entries=len(cache), grammar_cache_hits=cache.num_hits,
-                   grammar_promotions=cache.num_promoted)
+                   grammar_promotions=cache.num_promoted, schema_cache_entries=entries,
+                   schema_cache_hits=hits)
         return out
 
     def add_request(self, seq: Sequence) -> None:

@@ -301,3 +301,23 @@ def map_tag_schemas(node: Any, fn: Any) -> Any:
     if node.get("type") == "json_schema":
         return {**node, "json_schema": fn(node.get("json_schema"))}
     return {k: map_tag_schemas(v, fn) for k, v in node.items()}
+
+
+# The deepest nesting a schema may have (JSON objects and arrays inside each other): real
+# schemas stay under ~21 (MaskBench's real-world set), and the walks here recurse.
+MAX_SCHEMA_DEPTH = 64
+
+
+def check_depth(value: Any, where: str, limit: int = MAX_SCHEMA_DEPTH) -> None:
+    """ValueError naming the limit and the JSON path where `value` nests deeper than `limit`
+    (walked without recursion, so any depth is safe to check)."""
+    stack: list[tuple[Any, int, str]] = [(value, 1, "")]
+    while stack:
+        node, depth, path = stack.pop()
+        if not isinstance(node, dict | list):
+            continue
+        if depth > limit:
+            raise ValueError(f"{where} nests deeper than {limit} levels (at {path or '/'}); "
+                             f"schemas may nest at most {limit} objects and arrays deep")
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        stack.extend((v, depth + 1, f"{path}/{_escape(str(k))}") for k, v in items)

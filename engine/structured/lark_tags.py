@@ -76,16 +76,21 @@ class _Writer:
         self.json_text = json_text
         self.unsatisfiable = unsatisfiable  # whether a schema text has no value
         self.rules: list[str] = []
+        self._named: dict[tuple[str, str, str], str] = {}
         self.json_rules: dict[str, str] = {}  # rule name -> its schema text (and back)
         self._split = (re.compile("(" + "|".join(re.escape(t) for t in sorted(
             special, key=len, reverse=True)) + ")") if special else None)
 
     def rule(self, body: str, prefix: str = "r", options: str = "") -> str:
-        name = f"{prefix}{len(self.rules)}"
-        if prefix.isupper():
-            name = name.upper()
-        self.rules.append(f"{name}{options}: {body}")
-        return name
+        """A rule (prefix upper case: a terminal) for `body`; the same body twice is one rule,
+        so llguidance builds (and caches the masks of) each free-text lexeme once, not once
+        per parameter."""
+        key = (prefix, options, body)
+        if key not in self._named:
+            name = f"{prefix}{len(self.rules)}"
+            self._named[key] = name
+            self.rules.append(f"{name}{options}: {body}")
+        return self._named[key]
 
     def const(self, text: str) -> str:
         if not text:

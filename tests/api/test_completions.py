@@ -168,3 +168,23 @@ def test_metrics_name_the_grammar_backend_of_each_compile(client, http) -> None:
     assert compiles(after, "xgrammar") == compiles(before, "xgrammar") + 1
     entries = re.search(r"^thinkgate_grammar_cache_entries\{[^}]*\} (\S+)", after, re.M)
     assert entries and float(entries.group(1)) >= 2
+
+
+def test_metrics_show_tool_sets_served_from_the_caches(client, http) -> None:
+    """`required` over tools compiles once; the same tools in another order are the same
+    grammar (a compile-cache hit), and their parameter schemas are kept (schema cache)."""
+    def value(text: str, name: str) -> float:
+        found = re.search(rf"^{name}\{{[^}}]*\}} (\S+)", text, re.M)
+        return float(found.group(1)) if found else 0.0
+
+    tools = [{"type": "function", "function": {"name": f"probe_{i}", "parameters": {
+        "type": "object", "properties": {f"arg_{i}": {"type": "integer"}}}}} for i in range(3)]
+    ask = {"model": MODEL, "max_tokens": 4, "tool_choice": "required",
+           "messages": [{"role": "user", "content": "hi"}]}
+    client.chat.completions.create(tools=tools, **ask)
+    before = http.get("/metrics").text
+    client.chat.completions.create(tools=tools[::-1], **ask)
+    after = http.get("/metrics").text
+    assert value(after, "thinkgate_grammar_cache_hits_total") > value(
+        before, "thinkgate_grammar_cache_hits_total")
+    assert value(after, "thinkgate_schema_cache_entries") >= 3

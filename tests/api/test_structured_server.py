@@ -106,3 +106,41 @@ def test_reasoning_effort_none_turns_thinking_off(http) -> None:
         "chat_template_kwargs": {"enable_thinking": False}})
     assert tok.status_code == 200
     assert r.json()["usage"]["prompt_tokens"] == tok.json()["count"]
+
+
+def _nested(kind: str, depth: int) -> dict:
+    schema: dict = {"type": "integer"}
+    for _ in range(depth):
+        schema = ({"oneOf": [schema, {"type": "string"}]} if kind == "oneOf"
+                  else {"type": "array", "items": schema})
+    return schema
+
+
+def test_hostile_nesting_is_a_400_naming_the_limit_and_the_server_keeps_serving(http) -> None:
+    ask = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, **NO_THINK}
+    for kind, depth in (("oneOf", 60), ("array", 400)):
+        fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": _nested(kind, depth)}}
+        out = _chat(http, response_format=fmt, **ask)
+        assert out["status"] == 400, out
+        assert "nests deeper than 64 levels" in out["error"]["message"], out
+        tool = {"type": "function", "function": {"name": "deep", "parameters": {
+            "type": "object", "properties": {"x": _nested(kind, depth)}}}}
+        out = _chat(http, tools=[tool], tool_choice="required", **ask)
+        assert out["status"] == 400, out
+        assert "tools[deep].parameters nests deeper than 64" in out["error"]["message"], out
+    assert _chat(http, **ask)["status"] == 200
+
+
+def test_required_call_with_an_unknown_format_and_extra_keys_is_served(http) -> None:
+    # BFCL writes "format": "float" (no JSON Schema format: an annotation); the schema leaves
+    # its object open, so keys it does not list are valid too
+    tool = {"type": "function", "function": {"name": "area", "parameters": {
+        "type": "object", "properties": {"radius": {"type": "number", "format": "float"}},
+        "required": ["radius"]}}}
+    out = _chat(http, messages=[{"role": "user", "content": "Area of a circle of radius 2?"}],
+                tools=[tool], tool_choice="required", max_tokens=48, temperature=1.0, seed=3,
+                structured_outputs={"complete_before_max_tokens": True}, **NO_THINK)
+    assert out["status"] == 200, out
+    [call] = out["choices"][0]["message"]["tool_calls"][:1]
+    args = json.loads(call["function"]["arguments"])
+    jsonschema.validate(args, tool["function"]["parameters"])
