@@ -249,7 +249,7 @@ def allows_free_keys(schema: Any) -> bool:
         if objects and sub.get("additionalProperties", True) is not False:
             return True
         extra = sub.get("additionalProperties")
-        if extra is True or extra == {}:
+        if extra is True or extra == {} or sub.get("patternProperties"):  # llguidance: may repeat
             return True
     return False
 

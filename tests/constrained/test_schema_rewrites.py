@@ -87,3 +87,12 @@ def test_llguidance_compiles_the_rewrites() -> None:
     with pytest.raises(ValueError, match="oneOf"):  # the original is refused
         backend.compile("json", json.dumps({"oneOf": [{"required": ["a"]},
                                                       {"required": ["b"]}]}), False)
+
+
+def test_pattern_properties_are_free_keys() -> None:
+    """llguidance lets a key that a `patternProperties` pattern matches repeat: the
+    repeated-key checks must watch such objects even when no other key may appear."""
+    from thinkgate.engine.structured.json_schema_rules import allows_free_keys
+
+    assert allows_free_keys({"type": "object", "additionalProperties": False,
+                             "patternProperties": {"^x-": {"type": "integer"}}})
