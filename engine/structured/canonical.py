@@ -112,15 +112,15 @@ def _canonical_tag_schema(schema: Any, bound_numbers: bool) -> Any:
     if not isinstance(schema, dict | bool):
         raise ValueError(f"a structural tag's json_schema must be a JSON schema object, got "
                          f"{short(json.dumps(schema))}")
-    return json.loads(_tag_schema_text(json.dumps(schema, separators=(",", ":")), bound_numbers))
+    return _tag_schema(json.dumps(schema, separators=(",", ":")), bound_numbers)
 
 
 @functools.lru_cache(maxsize=SCHEMA_CACHE_SIZE)
-def _tag_schema_text(text: str, bound_numbers: bool) -> str:
+def _tag_schema(text: str, bound_numbers: bool) -> Any:
+    """The canonical schema object, shared by every tag that holds it: never mutated (tags are
+    written out as text, and each rewrite after this copies)."""
     schema = json.loads(_canonical_schema(text, False))
-    if bound_numbers:
-        schema = bound_schema_numbers(schema)
-    return json.dumps(schema, separators=(",", ":"))
+    return bound_schema_numbers(schema) if bound_numbers else schema
 
 
 def _load_json(value: Any, name: str) -> Any:
@@ -136,14 +136,14 @@ def _load_json(value: Any, name: str) -> Any:
 def clear_schema_caches() -> None:
     """Forget every schema's canonical text and meta-schema check (benchmarks' cold runs)."""
     _canonical_schema.cache_clear()
-    _tag_schema_text.cache_clear()
+    _tag_schema.cache_clear()
     _check_schema.cache_clear()
 
 
 def schema_cache_stats() -> tuple[int, int]:
     """(distinct schemas whose canonical text is kept, lookups that found one): a tool's
     parameters seen before (in any tool set, in any order) are worked out once."""
-    infos = (_canonical_schema.cache_info(), _tag_schema_text.cache_info())
+    infos = (_canonical_schema.cache_info(), _tag_schema.cache_info())
     return sum(i.currsize for i in infos), sum(i.hits for i in infos)
 
 
