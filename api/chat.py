@@ -114,15 +114,17 @@ class ChatLayer:
     """Chat template + parsers + constraints for one model (see the module docstring).
 
     enable_auto_tool_choice: whether `tool_choice="auto"` with tools is allowed (vLLM's flag);
-    None means "when a tool-call parser is set". default_chat_template_kwargs are merged under
-    each request's own.
+    None means "when a tool-call parser is set". exclude_tools_when_tool_choice_none: leave the
+    tools out of the prompt under `tool_choice="none"` (vLLM's flag; by default the template
+    sees them, as in vLLM). default_chat_template_kwargs are merged under each request's own.
     """
 
     def __init__(self, tokenizer: Any, *, reasoning_parser: str | None = None,
                  tool_call_parser: str | None = None,
                  enable_auto_tool_choice: bool | None = None, chat_template: str | None = None,
                  default_chat_template_kwargs: Mapping[str, Any] | None = None,
-                 max_prompt_tokens: int | None = None) -> None:
+                 max_prompt_tokens: int | None = None,
+                 exclude_tools_when_tool_choice_none: bool = False) -> None:
         self.tokenizer = tokenizer
         self.max_prompt_tokens = max_prompt_tokens  # longer prompts: PromptTooLong, found early
         self.reasoning_parser = reasoning_parser
@@ -130,6 +132,7 @@ class ChatLayer:
         self.enable_auto_tool_choice = (tool_call_parser is not None
                                         if enable_auto_tool_choice is None
                                         else enable_auto_tool_choice)
+        self.exclude_tools_when_tool_choice_none = exclude_tools_when_tool_choice_none
         self.chat_template = chat_template
         self.default_chat_template_kwargs = dict(default_chat_template_kwargs or {})
         self._with_tools: Parser = get_parser(tool_call_parser, reasoning_parser, tokenizer)
@@ -161,7 +164,8 @@ class ChatLayer:
             ckw.setdefault("reasoning_effort", reasoning_effort)
             if reasoning_effort == "none":  # as vLLM: no thinking (explicit kwargs win)
                 ckw.setdefault("enable_thinking", False)
-        rendered_tools = tool_list if choice != "none" else None
+        rendered_tools = (None if choice == "none" and self.exclude_tools_when_tool_choice_none
+                          else tool_list)
         prompt = self.render(messages, rendered_tools, ckw, add_generation_prompt, chat_template)
         ids = self.encode_prompt(prompt)
         params = self._params(sampling_params, tool_list, choice, response_format, ckw,
@@ -326,7 +330,8 @@ def chat_layer_for(llm: Any) -> ChatLayer:
     if layer is None:
         engine = llm.llm_engine
         options = {k: v for k, v in getattr(llm, "extra_args", {}).items()
-                   if k in ("reasoning_parser", "tool_call_parser")}
+                   if k in ("reasoning_parser", "tool_call_parser",
+                            "exclude_tools_when_tool_choice_none")}
         if engine.config.model is None:
             options = {**DEMO_PARSERS, **options}
         install_constrained_decoding(engine, options.get("reasoning_parser"))

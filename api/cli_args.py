@@ -51,6 +51,9 @@ def add_model_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
                         "(default for a model folder; demo model default: hermes)")
     p.add_argument("--enable-auto-tool-choice", action="store_true",
                    help="let the model decide to call tools (tool_choice auto)")
+    p.add_argument("--exclude-tools-when-tool-choice-none", action="store_true",
+                   help="leave the tools out of the prompt when tool_choice is none (by "
+                        "default the chat template sees them, as in vLLM)")
     p.add_argument("--reasoning-parser-plugin", default=None,
                    help="Python file that registers more reasoning parsers")
     p.add_argument("--tool-parser-plugin", default=None,

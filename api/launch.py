@@ -76,6 +76,7 @@ def chat_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
         "reasoning_parser": ns.reasoning_parser,
         "tool_call_parser": ns.tool_call_parser,
         "enable_auto_tool_choice": ns.enable_auto_tool_choice,
+        "exclude_tools_when_tool_choice_none": ns.exclude_tools_when_tool_choice_none,
         "chat_template": chat_template_text(ns.chat_template),
         "default_chat_template_kwargs": ns.default_chat_template_kwargs,
     }

@@ -47,7 +47,8 @@ class LLM:
                                  "bound_json_numbers", "complete_before_max_tokens",
                                  "structured_outputs_compile_timeout",
                                  "structured_outputs_backend",
-                                 "structured_outputs_disable_additional_properties"}
+                                 "structured_outputs_disable_additional_properties",
+                                 "exclude_tools_when_tool_choice_none"}
         if unknown:
             raise ValueError(f"unknown LLM arguments: {sorted(unknown)}")
         if model is None:  # the demo model thinks in qwen3's format and calls tools as hermes

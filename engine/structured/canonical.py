@@ -82,6 +82,8 @@ def _canonical_schema(text: str, check: bool = True) -> str:
     ~150 ms)."""
     if check and len(text) <= META_CHECK_CHARS:  # larger: before xgrammar (grammar_compile.py)
         _check_schema(text)
+    if '"format"' not in text and '"oneOf"' not in text:  # nothing below to do (most tools)
+        return text
     schema = without_unknown_formats(json.loads(text))  # annotations: nothing to enforce
     schema = disjoint_one_of(schema)  # a oneOf no instance can match twice is an anyOf
     # bounded numbers: each backend its own way (xgrammar: schema ranges and its number rules;
@@ -119,8 +121,10 @@ def _canonical_tag_schema(schema: Any, bound_numbers: bool) -> Any:
 def _tag_schema(text: str, bound_numbers: bool) -> Any:
     """The canonical schema object, shared by every tag that holds it: never mutated (tags are
     written out as text, and each rewrite after this copies)."""
-    schema = json.loads(_canonical_schema(text, False))
-    return bound_schema_numbers(schema) if bound_numbers else schema
+    text = _canonical_schema(text, False)
+    schema = json.loads(text)
+    numbers = '"integer"' in text or '"number"' in text
+    return bound_schema_numbers(schema) if bound_numbers and numbers else schema
 
 
 def _load_json(value: Any, name: str) -> Any:

@@ -90,7 +90,19 @@ def test_tool_choice_none_never_yields_calls(llm: Any) -> None:
                      tools=ALL_TOOLS, tool_choice="none")
     assert out.message["tool_calls"] == []
     assert out.finish_reason in ("stop", "length")
-    assert "# Tools" not in out.prompt  # tools are not offered to the model
+    assert "# Tools" in out.prompt  # as vLLM: the template sees the tools, no call is read
+
+
+def test_exclude_tools_when_tool_choice_none_leaves_them_out_of_the_prompt(llm: Any) -> None:
+    from thinkgate.api.chat import ChatLayer
+
+    ask = _conv("What's the weather in Lisbon?")
+    for exclude, shown in ((False, True), (True, False)):
+        layer = ChatLayer(llm.get_tokenizer(), reasoning_parser="qwen3",
+                          tool_call_parser="hermes", exclude_tools_when_tool_choice_none=exclude)
+        none = layer.prepare(ask, tools=ALL_TOOLS, tool_choice="none")
+        assert ("# Tools" in none.prompt) == shown
+        assert "# Tools" in layer.prepare(ask, tools=ALL_TOOLS, tool_choice="auto").prompt
 
 
 def test_tools_with_a_response_format_constrain_calls_and_answer(llm: Any) -> None:
