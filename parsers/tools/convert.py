@@ -22,18 +22,56 @@ def property_schema(params: dict | None, key: str) -> dict | None:
     followed within the parameters schema."""
     if not params:
         return None
-    prop = (params.get("properties") or {}).get(key)
+    return resolve_ref((params.get("properties") or {}).get(key), params)
+
+
+def resolve_ref(schema: Any, root: dict | None) -> dict | None:
+    """``schema``, a local ``$ref`` in it followed within ``root`` (the parameters schema)."""
     for _ in range(8):  # a chain of references, not a cycle
-        ref = prop.get("$ref") if isinstance(prop, dict) else None
+        ref = schema.get("$ref") if isinstance(schema, dict) else None
         if not isinstance(ref, str) or not ref.startswith("#/"):
             break
-        target: Any = params
+        target: Any = root
         for part in ref[2:].split("/"):
             target = target.get(part) if isinstance(target, dict) else None
         if not isinstance(target, dict):
             break
-        prop = target
-    return prop if isinstance(prop, dict) else None
+        schema = target
+    return schema if isinstance(schema, dict) else None
+
+
+def container_schema(schema: dict | None, kind: str, root: dict | None = None) -> dict | None:
+    """The ``kind`` ("object" or "array") alternative of ``schema``: itself, or its first
+    ``anyOf``/``oneOf`` branch of that kind (``$ref``s followed within ``root``)."""
+    schema = resolve_ref(schema, root)
+    if schema is None:
+        return None
+    t = schema.get("type")
+    names = [_type_name(x) for x in (t if isinstance(t, list) else [t]) if isinstance(x, str)]
+    keys = ("items",) if kind == "array" else ("properties", "additionalProperties")
+    if kind in names or not names and any(k in schema for k in keys):
+        return schema
+    for field in ("anyOf", "oneOf"):
+        for sub in schema.get(field) or ():
+            if (found := container_schema(sub, kind, root)) is not None:
+                return found
+    return None
+
+
+def member_schema(schema: dict | None, key: str, root: dict | None = None) -> dict | None:
+    """The schema of member ``key`` of an object value under ``schema``: its property, else
+    the object's ``additionalProperties`` schema."""
+    obj = container_schema(schema, "object", root)
+    if obj is None:
+        return None
+    props = obj.get("properties") or {}
+    return resolve_ref(props[key] if key in props else obj.get("additionalProperties"), root)
+
+
+def items_schema(schema: dict | None, root: dict | None = None) -> dict | None:
+    """The schema of the items of an array value under ``schema``."""
+    arr = container_schema(schema, "array", root)
+    return resolve_ref(arr.get("items"), root) if arr is not None else None
 
 
 # type names tool schemas use that are not JSON Schema's, read as the JSON type they mean

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .convert import convert_value, property_schema, schema_types
+from .convert import (
+    container_schema,
+    convert_value,
+    items_schema,
+    member_schema,
+    property_schema,
+    schema_types,
+)
 from .events import ArgsDelta, Body, CallEnd, CallStart, Event, args_entry
 from .scan import split_on_markers
 
@@ -42,16 +49,26 @@ def parse_elements(text: str, ns: str) -> list[tuple[str, str]] | None:
     return out or None
 
 
-def nested_value(inner: str, schema: dict | None, ns: str) -> Any:
+def nested_value(inner: str, schema: dict | None, ns: str, root: dict | None = None) -> Any:
+    """An element's text as JSON by its schema (``root``: the parameters, for ``$ref``s).
+    Members of an object and items of an array take their own schemas, through ``anyOf``,
+    ``additionalProperties`` and references; an empty element is an empty array or object
+    when its schema wants one; text with no schema stays a string (as vLLM's)."""
     elements = parse_elements(inner, ns)
+    types = schema_types(schema)
     if elements is None:
-        types = schema_types(schema)
+        if not inner.strip() and "string" not in types:
+            # the template writes [] and {} as an empty element
+            if container_schema(schema, "array", root) is not None:
+                return []
+            if container_schema(schema, "object", root) is not None:
+                return {}
         return convert_value(inner if types in ([], ["string"]) else inner.strip(), schema)
-    if all(tag == "item" for tag, _ in elements) and "object" not in schema_types(schema):
-        items = (schema or {}).get("items")
-        return [nested_value(v, items if isinstance(items, dict) else None, ns)
-                for _, v in elements]
-    return {tag: nested_value(v, property_schema(schema, tag), ns) for tag, v in elements}
+    if all(tag == "item" for tag, _ in elements) and "object" not in types:
+        items = items_schema(schema, root)
+        return [nested_value(v, items, ns, root) for _, v in elements]
+    return {tag: nested_value(v, member_schema(schema, tag, root), ns, root)
+            for tag, v in elements}
 
 
 class NestedXmlBody(Body):
@@ -101,7 +118,7 @@ class NestedXmlBody(Body):
     def _emit(self, key: str) -> list[Event]:
         inner = "".join(self.param)
         inner = inner[: len(inner) - len(self.ns + "</" + key + ">")]
-        value = nested_value(inner, property_schema(self.schema, key), self.ns)
+        value = nested_value(inner, property_schema(self.schema, key), self.ns, self.schema)
         self.num += 1
         return [args_entry(self.num, key, value)]
 
