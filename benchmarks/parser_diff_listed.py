@@ -10,6 +10,7 @@ is about them. Each label names its row of the README's "Deliberate differences"
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 Result = tuple[Any, Any, list]
@@ -165,21 +166,33 @@ def _stringified(v: Any, w: Any) -> bool:
         return False
 
 
-def _values_stringified(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
-    """Each of vLLM's calls is ours with some non-string values written as strings."""
-    if tool not in STRINGIFIES_VALUES or mine[0] != theirs[0] or mine[1] != theirs[1] \
-            or len(mine[2]) != len(theirs[2]) or mine[2] == theirs[2]:
+def _each_value(mine: Result, theirs: Result, same: Callable[[Any, Any], bool]) -> bool:
+    """The content and call names agree, and each argument value that differs, ours ``v``
+    and vLLM's ``w``, is one where ``same(v, w)``."""
+    if mine[0] != theirs[0] or mine[1] != theirs[1] or len(mine[2]) != len(theirs[2]) \
+            or mine[2] == theirs[2]:
         return False
     for (name_a, args_a), (name_b, args_b) in zip(mine[2], theirs[2]):
         a, b = json.loads(args_a), json.loads(args_b)
         if name_a != name_b or not isinstance(a, dict) or not isinstance(b, dict) \
                 or a.keys() != b.keys():
             return False
-        for k, v in a.items():
-            w = b[k]
-            if v != w and (isinstance(v, str) or not _stringified(v, w)):
-                return False
+        if any(v != b[k] and not same(v, b[k]) for k, v in a.items()):
+            return False
     return True
+
+
+def _values_stringified(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
+    """Each of vLLM's calls is ours with some non-string values written as strings."""
+    return tool in STRINGIFIES_VALUES and _each_value(
+        mine, theirs, lambda v, w: not isinstance(v, str) and _stringified(v, w))
+
+
+def _strings_json_decoded(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
+    """muse_glimmer: vLLM JSON-decodes a string-typed value that reads as JSON (`12345`);
+    ours keeps the string."""
+    return tool == "muse_glimmer" and _each_value(
+        mine, theirs, lambda v, w: isinstance(v, str) and _stringified(w, v))
 
 
 def _cut_argument_dropped(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
@@ -229,6 +242,7 @@ RULES = {"text after the calls": _text_after_calls,
          "a `]` in a phi4_mini_json argument": _bracket_in_phi4_argument,
          "arguments vLLM drops (functiongemma, minicpm5)": _arguments_dropped,
          "typed values vLLM returns as strings": _values_stringified,
+         "muse_glimmer string-typed values vLLM JSON-decodes": _strings_json_decoded,
          "the argument a call is cut off in, vLLM drops": _cut_argument_dropped,
          "minimax_m3 `<item>` lists vLLM reads as objects": _item_lists,
          "a call vLLM returns with no name": _nameless_call}

@@ -31,7 +31,8 @@ def _invoke(begin: str, end: str, call_begin: str, param: ParamSyntax, call_clos
 
 
 def _atem(decode: str) -> tuple[Region, ...]:
-    """Muse's ATEM calls: raw values (a string schema keeps them as written), JSON otherwise;
+    """Muse's ATEM calls: raw values (a string schema keeps them as written), converted by
+    their schema otherwise, JSON-decoded when they have none;
     invoked in reasoning they are text (the reasoning parser's channels decide)."""
     param = ParamSyntax("<atem:parameter name=", ">", "</atem:parameter>", trim_newline=False,
                         decode=decode)
@@ -114,7 +115,8 @@ SPECS = [
              keep_ws=True, verbatim=True),
     ToolSpec("musespark1x", _atem("json_unless_string"), "Muse Spark 1.x", ends_reasoning=False,
              keep_ws=True, verbatim=True),
-    ToolSpec("muse_glimmer", _atem("json"), "Muse Glimmer", ends_reasoning=False,
+    # vLLM's Glimmer JSON-decodes every value, a string-typed "12345" too: ours reads by schema
+    ToolSpec("muse_glimmer", _atem("json_unless_string"), "Muse Glimmer", ends_reasoning=False,
              keep_ws=True, verbatim=True),
     ToolSpec("minimax_m3", (Region(
         (_MM3 + "<tool_call>",), "nested_xml", end=(_MM3 + "</tool_call>",),

@@ -45,8 +45,8 @@ class ParamSyntax:
                                # (Kimi K3's XTML)
     decode: str = "schema"     # "schema": by the property's schema, no schema = string;
                                # "json_unless_string": a string schema keeps the raw text,
-                               # anything else is JSON-decoded when it parses (Muse);
-                               # "json": JSON-decoded whenever it parses (Muse Glimmer)
+                               # other schemas convert it, no schema JSON-decodes it when it
+                               # parses (Muse, Poolside)
 
 
 def parse_attrs(text: str, unescape: bool = False) -> tuple[str, dict[str, str]]:
@@ -164,8 +164,7 @@ class XmlParamsBody(Body):
         elif attr_type in ("true", "string"):
             self.streaming = self.syn.stream_strings and not self.syn.cdata
         elif self.syn.decode != "schema":
-            self.streaming = (self.syn.decode == "json_unless_string" and self.syn.stream_strings
-                              and schema_types(prop) == ["string"])
+            self.streaming = self.syn.stream_strings and schema_types(prop) == ["string"]
         else:
             self.streaming = (self.syn.stream_strings and not self.syn.cdata
                               and is_string_schema(prop))
@@ -226,7 +225,7 @@ class XmlParamsBody(Body):
 
     def _decode(self, raw: str, prop: dict | None) -> object:
         types = schema_types(prop)
-        if self.syn.decode == "json_unless_string" and types:
+        if types:
             return raw if types == ["string"] else convert_value(raw, prop)
         try:
             return json.loads(raw)

@@ -27,7 +27,7 @@ TOOLS = [
 def _streams_strings(name: str) -> bool:
     r = TOOL_SPECS[name].regions[0]
     return r.render_args == "json" or (r.render_args == "xml" and r.params is not None
-                                       and not r.params.cdata and r.params.decode != "json")
+                                       and not r.params.cdata)
 
 
 def _typed_without_schema(name: str) -> bool:
