@@ -3,9 +3,10 @@
 Both servers run the demo model at once (hermes tool parser, qwen3 reasoning parser, thinking
 off so the constraint holds from the first token). Each round takes 8 BFCL tools (the shared
 dev file's distinct tools, renamed with the round's number so that neither server has seen them
-before) and sends the same chat request with `tool_choice` "none" and then "required",
+before; drawn again until the prompt fits in 1,800 of the model's 2,048 tokens) and sends the chat request with `tool_choice` "none" and then "required" (the same tools under
+names ending differently, so each prompt is as long and as new to the prefix caches),
 non-streamed, `max_tokens: 1`, temperature 0: the latency is the time to the first token,
-prompt and grammar compile included. thinkgate also gets the "required" request again with the
+prefill and grammar compile included. thinkgate also gets the "required" request again with the
 tools in another order (one grammar: its compile cache). Engines alternate round by round; the
 table has the medians over the rounds.
 
@@ -42,19 +43,37 @@ def distinct_tools(path: Path) -> list[dict[str, Any]]:
 
 
 def renamed(tools: list[dict[str, Any]], tag: str) -> list[dict[str, Any]]:
-    return [{**t, "function": {**t["function"], "name": f"{t['function']['name']}_{tag}"}}
+    """The tools with `_tag` ending their names (cut to OpenAI's 64 characters)."""
+    return [{**t, "function": {**t["function"],
+                               "name": f"{t['function']['name'][:63 - len(tag)]}_{tag}"}}
             for t in tools]
+
+
+ASK = [{"role": "user", "content": "Call the tool that fits my request: what is the weather "
+        "in Lisbon tomorrow?"}]
+PROMPT_LIMIT = 1800  # tokens, of the servers' 2,048 (the demo model's context)
+
+
+def fitting(rng: random.Random, pool: list[dict[str, Any]], n: int, tag: str,
+            tokenizer: Any) -> list[dict[str, Any]]:
+    """`n` tools drawn from `pool`, renamed with `tag`, whose prompt fits the context."""
+    while True:
+        tools = renamed(rng.sample(pool, n), tag)
+        text = tokenizer.apply_chat_template(ASK, tools=tools, add_generation_prompt=True,
+                                             tokenize=False, enable_thinking=False)
+        if len(tokenizer.encode(text, add_special_tokens=False)) <= PROMPT_LIMIT:
+            return tools
 
 
 def latency_ms(port: int, tools: list[dict[str, Any]], choice: str) -> float:
     body = {"model": NAME, "max_tokens": 1, "temperature": 0, "tools": tools,
             "tool_choice": choice, "chat_template_kwargs": {"enable_thinking": False},
-            "messages": [{"role": "user", "content": "Call the tool that fits my request: "
-                          "what is the weather in Lisbon tomorrow?"}]}
+            "messages": ASK}
     start = time.perf_counter()
     r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=600)
     elapsed = (time.perf_counter() - start) * 1e3
-    r.raise_for_status()
+    if r.status_code != 200:
+        raise RuntimeError(f"port {port}, tool_choice {choice}: {r.status_code} {r.text[:500]}")
     return elapsed
 
 
@@ -64,10 +83,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--tools", type=int, default=8, help="tools per request")
     ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--engine-threads", type=int, default=None,
+                    help="thinkgate serve --engine-threads (default: its own choice)")
     args = ap.parse_args(argv)
     from thinkgate.engine.demo import demo_model_path
+    from transformers import AutoTokenizer
 
     model = str(demo_model_path())
+    tokenizer = AutoTokenizer.from_pretrained(model)
     pool = distinct_tools(args.data)
     rng = random.Random(36)
     logs = Path(tempfile.mkdtemp(prefix="bench_tool_ttft_"))
@@ -76,7 +99,9 @@ def main(argv: list[str] | None = None) -> None:
     ports = {"thinkgate": bs.free_port(), "vllm": bs.free_port()}
     common = ["--host", "127.0.0.1", "--served-model-name", NAME, "--max-model-len", "2048"]
     cmds = {"thinkgate": bs.thinkgate_command() + ["serve", model, "--port",
-                                                   str(ports["thinkgate"]), *common, *DEMO_PARSERS],
+                                                   str(ports["thinkgate"]), *common, *DEMO_PARSERS]
+                         + (["--engine-threads", str(args.engine_threads)]
+                            if args.engine_threads else []),
             "vllm": [args.vllm_python, "-m", "vllm.entrypoints.openai.api_server", "--model",
                      model, "--port", str(ports["vllm"]), "--dtype", "bfloat16", *common,
                      *DEMO_PARSERS]}
@@ -94,15 +119,20 @@ def main(argv: list[str] | None = None) -> None:
         for name in cmds:  # warm: the first request of a server pays one-time costs
             latency_ms(ports[name], renamed(pool[:2], "warm"), "required")
         for r in range(args.rounds):
-            tools = renamed(rng.sample(pool, args.tools), f"r{r}")
+            drawn = fitting(rng, pool, args.tools, f"r{r}n", tokenizer)
+            # the same tools under other names for `required`: its prompt is as long and as
+            # new to the prefix cache as the `none` one
+            asked = {"none": drawn, "required": [
+                {**t, "function": {**t["function"], "name": t["function"]["name"][:-1] + "q"}}
+                for t in drawn]}
             order = list(cmds) if r % 2 == 0 else list(cmds)[::-1]
             for name in order:
                 settle()
-                rows[name]["none"].append(latency_ms(ports[name], tools, "none"))
-                rows[name]["required"].append(latency_ms(ports[name], tools, "required"))
+                for choice, tools in asked.items():
+                    rows[name][choice].append(latency_ms(ports[name], tools, choice))
                 if name == "thinkgate":
                     rows[name]["reordered"].append(
-                        latency_ms(ports[name], tools[::-1], "required"))
+                        latency_ms(ports[name], asked["required"][::-1], "required"))
             print(f"  round {r + 1}: " + "; ".join(
                 f"{n} none {rows[n]['none'][-1]:.0f} / required {rows[n]['required'][-1]:.0f} ms"
                 for n in cmds), flush=True)
