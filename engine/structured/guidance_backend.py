@@ -19,7 +19,7 @@ through that fails its schema) and it writes the same int32 token bitmask layout
 - `is_stopped` is true as soon as nothing but the end may follow; termination here means the
   stop id was accepted, as in xgrammar;
 - llguidance has no bound on a JSON number's digits; with bounded numbers a JSON matcher
-  follows the text it accepted (`_Digits`) and, at 16 integer, 16 fraction or 3 exponent
+  follows the text it accepted (`Digits`) and, at 16 integer, 16 fraction or 3 exponent
   digits, masks out the tokens that would write more (as the xgrammar backend's number rules).
 """
 
@@ -36,10 +36,8 @@ import llguidance.hf
 import numpy as np
 import torch
 from thinkgate.engine.structured.canonical import SCHEMA_CACHE_SIZE
+from thinkgate.engine.structured.guidance_digits import Digits, leading_digits
 from thinkgate.engine.structured.json_schema_rules import (
-    MAX_EXPONENT_DIGITS,
-    MAX_FRACTION_DIGITS,
-    MAX_INT_DIGITS,
     allows_free_keys,
     subschemas,
     tag_schemas,
@@ -66,7 +64,7 @@ class GuidanceMatcher:
     __slots__ = ("m", "backend", "_end_at", "_count", "digits")
 
     def __init__(self, matcher: llguidance.LLMatcher, backend: GuidanceBackend,
-                 digits: _Digits | None = None) -> None:
+                 digits: Digits | None = None) -> None:
         self.m = matcher
         self.backend = backend
         self._end_at: int | None = None  # tokens consumed when the stop id was accepted
@@ -136,58 +134,6 @@ class GuidanceMatcher:
         return forked
 
 
-class _Digits:
-    """The JSON text a matcher accepted, as far as number digits go: whether it is inside a
-    string (and after a backslash), how many digits the current part of a number has (`run`:
-    its integer part, fraction or exponent; None outside a number) and that part's limit.
-    One state per accepted token, for rollback."""
-
-    __slots__ = ("states",)
-
-    def __init__(self, states: list[tuple[bool, bool, int | None, int]] | None = None) -> None:
-        self.states = states or [(False, False, None, MAX_INT_DIGITS)]
-
-    @property
-    def run(self) -> int | None:
-        return self.states[-1][2]
-
-    @property
-    def room(self) -> int:
-        """Digits the current part may still take."""
-        _, _, run, limit = self.states[-1]
-        return limit - (run or 0)
-
-    def feed(self, text: str) -> None:
-        in_string, escaped, run, limit = self.states[-1]
-        for ch in text:
-            if in_string:
-                if escaped:
-                    escaped = False
-                elif ch == "\\":
-                    escaped = True
-                elif ch == '"':
-                    in_string = False
-            elif ch == '"':
-                in_string, run = True, None
-            elif ch == "." and run is not None:
-                run, limit = 0, MAX_FRACTION_DIGITS
-            elif ch in "eE" and run is not None:
-                run, limit = 0, MAX_EXPONENT_DIGITS
-            elif ch in "+-" and run == 0 and limit == MAX_EXPONENT_DIGITS:
-                pass  # the exponent's sign
-            elif "0" <= ch <= "9":
-                run, limit = (1, MAX_INT_DIGITS) if run is None else (run + 1, limit)
-            else:
-                run = None
-        self.states.append((in_string, escaped, run, limit))
-
-    def undo(self, num_tokens: int) -> None:
-        del self.states[-num_tokens:]
-
-    def copy(self) -> _Digits:
-        return _Digits(list(self.states))
-
-
 class GuidanceBackend:
     """llguidance on one tokenizer. tokenizer: Hugging Face; vocab_size: the bitmask width;
     stop_token_ids: the model's stop ids (the first is llguidance's end of sequence);
@@ -209,7 +155,7 @@ class GuidanceBackend:
         # per token: how many digits its text starts with (~0.1 s at 151k, with the scan above)
         n = self.tokenizer.vocab_size
         words = (vocab_size + 31) // 32
-        self._leading = torch.tensor([_leading_digits(self.text(t)) for t in range(n)]
+        self._leading = torch.tensor([leading_digits(self.text(t)) for t in range(n)]
                                      + [0] * (words * 32 - n), dtype=torch.int64)
         self._most_leading = int(self._leading.max())
         self._digit_masks: dict[int, torch.Tensor] = {}
@@ -293,7 +239,7 @@ class GuidanceBackend:
 
     def new_matcher(self, compiled: tuple[llguidance.LLMatcher, bool]) -> GuidanceMatcher:
         prototype, json_digits = compiled
-        return GuidanceMatcher(prototype.deep_copy(), self, _Digits() if json_digits else None)
+        return GuidanceMatcher(prototype.deep_copy(), self, Digits() if json_digits else None)
 
     def widen_stop(self, row: torch.Tensor) -> None:
         """Where the grammar may end (its end-of-sequence bit is set), every stop id may end it."""
@@ -304,13 +250,6 @@ class GuidanceBackend:
             return
         for token in self._others:
             words[token >> 5] |= np.uint32(1 << (token & 31))
-
-
-def _leading_digits(text: str) -> int:
-    n = 0
-    while n < len(text) and "0" <= text[n] <= "9":
-        n += 1
-    return n
 
 
 @functools.lru_cache(maxsize=SCHEMA_CACHE_SIZE)
