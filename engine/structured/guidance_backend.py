@@ -252,12 +252,20 @@ class GuidanceBackend:
             words[token >> 5] |= np.uint32(1 << (token & 31))
 
 
+# the keywords `rewrite_for_guidance` looks at (a schema without their names keeps its text)
+_REWRITTEN_KEYS = ("oneOf", "not", "dependentRequired", "dependencies")
+
+
 @functools.lru_cache(maxsize=SCHEMA_CACHE_SIZE)
 def _json_text(schema_text: str, any_whitespace: bool) -> str:
     """A structural tag's JSON schema as `%json` takes it: rewritten for llguidance, with the
     request's whitespace options (each distinct schema once: a tool's parameters)."""
-    schema = rewrite_for_guidance(json.loads(schema_text))
     options = _ANY_WHITESPACE if any_whitespace else _COMPACT
+    if schema_text.startswith("{") and schema_text != "{}" and not any(
+            f'"{key}"' in schema_text for key in _REWRITTEN_KEYS):
+        # nothing to rewrite (most tools): the options spliced in, no JSON round trip
+        return '{"x-guidance":' + json.dumps(options) + "," + schema_text[1:]
+    schema = rewrite_for_guidance(json.loads(schema_text))
     if schema is True:
         schema = {}
     if isinstance(schema, dict):
