@@ -23,16 +23,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from thinkgate.api.chat_constraints import (
+from thinkgate.api.prompt_tokens import PromptTokenizer, encode_bounded
+from thinkgate.engine.outputs import CompletionOutput, RequestOutput
+from thinkgate.engine.sampling_params import SamplingParams
+from thinkgate.engine.structured.constrained import install_constrained_decoding
+from thinkgate.engine.structured.tool_constraints import (
     ToolChoice,
     best_effort_report,
     chat_constraint,
     normalize_tool_choice,
 )
-from thinkgate.api.prompt_tokens import PromptTokenizer, encode_bounded
-from thinkgate.engine.outputs import CompletionOutput, RequestOutput
-from thinkgate.engine.sampling_params import SamplingParams
-from thinkgate.engine.structured.constrained import install_constrained_decoding
 from thinkgate.parsers import Parser, StreamParser, collect, get_parser
 
 Message = Mapping[str, Any]

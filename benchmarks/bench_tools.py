@@ -56,8 +56,8 @@ class Harness:
         self.stop = stop_ids[0]
 
     def start(self, fmt: str, tools: list[dict[str, Any]], cold: bool = True) -> Any:
-        from thinkgate.api.chat_constraints import chat_constraint
         from thinkgate.engine.structured import canonical, guidance_backend
+        from thinkgate.engine.structured.tool_constraints import chat_constraint
 
         if cold:
             self.grammar.cache.clear()

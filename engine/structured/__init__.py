@@ -2,8 +2,8 @@
 
 The contract other checks drive without a model (ARCHITECTURE.md, "Grammar layer"):
 `Grammar`, `tool_call_constraint`, `render_calls`. The last two build on the parsers' tool
-formats and the chat layer's constraint, so they are imported on first use: importing this
-package for `Grammar` does not import the parsers.
+formats, so they are imported on first use: importing this package for `Grammar` does not
+import the parsers.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def tool_call_constraint(tool_parser: str | None, tools: Any, tool_choice: Any,
     """The constraint of a chat request's tools / tool_choice / response_format, as the server
     builds it (`StructuredOutputsParams`, or None when nothing is constrained); `tool_choice`
     as a client sends it. `ValueError` naming a bad choice."""
-    from thinkgate.api.chat_constraints import chat_constraint, normalize_tool_choice
+    from thinkgate.engine.structured.tool_constraints import chat_constraint, normalize_tool_choice
 
     choice = normalize_tool_choice(tool_choice, tools)
     return chat_constraint(tool_parser, tools, choice, response_format, parallel_tool_calls,

@@ -19,9 +19,8 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import xgrammar as xgr
 from thinkgate.engine.sampling_params import StructuredOutputsParams
 from thinkgate.engine.structured.backend import (
     CompiledConstraint,
@@ -39,6 +38,9 @@ from thinkgate.engine.structured.json_schema_rules import (
     tag_schemas,
 )
 from thinkgate.engine.structured.xgrammar_backend import XGrammarBackend
+
+if TYPE_CHECKING:
+    import xgrammar as xgr
 
 logger = logging.getLogger(__name__)
 

@@ -41,7 +41,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import xgrammar as xgr
+from thinkgate.engine.structured.backend import Matcher
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def scan_text(text: str, in_string: bool, escaped: bool) -> tuple[bool, bool, bo
     return in_string, escaped, opened
 
 
-def shortest_completion(matcher: xgr.GrammarMatcher, in_string: bool = False,
+def shortest_completion(matcher: Matcher, in_string: bool = False,
                         escaped: bool = False, max_chars: int = 512) -> str | None:
     """A short text after which `matcher`'s grammar is complete (None past `max_chars`).
     When the greedy search runs past `max_chars` (a string whose pattern is searched, not
@@ -104,7 +104,7 @@ def shortest_completion(matcher: xgr.GrammarMatcher, in_string: bool = False,
                                                    patient=True)
 
 
-def _greedy(matcher: xgr.GrammarMatcher, in_string: bool, escaped: bool, max_chars: int,
+def _greedy(matcher: Matcher, in_string: bool, escaped: bool, max_chars: int,
             patient: bool) -> str | None:
     m = matcher.fork()
     out: list[str] = []
@@ -161,14 +161,14 @@ class CompletionPlanner:
         """The token this step must write, or None (sample freely)."""
         return self.plan[0] if self.forcing and self.plan else None
 
-    def start(self, matcher: xgr.GrammarMatcher) -> None:
+    def start(self, matcher: Matcher) -> None:
         """Plan from the grammar's start; a grammar whose completion is not found (longer than
         `shortest_completion`'s max_chars) is left alone."""
         self.plan = self._plan(matcher)
         self.estimate = len(self.plan) if self.plan is not None else 0
         self.gave_up = self.plan is None
 
-    def accept(self, matcher: xgr.GrammarMatcher, token: int, left: int) -> tuple[int, bool]:
+    def accept(self, matcher: Matcher, token: int, left: int) -> tuple[int, bool]:
         """Advance `matcher` with the sampled `token`, `left` tokens remaining after it; the
         token actually written (the plan's when the sampled one leaves no room) and whether the
         matcher accepted it. Call `finished` after."""
@@ -222,7 +222,7 @@ class CompletionPlanner:
         self._written = ""
         return token, ok
 
-    def take_forced(self, matcher: xgr.GrammarMatcher, limit: int) -> list[int]:
+    def take_forced(self, matcher: Matcher, limit: int) -> list[int]:
         """While forcing: the plan's ids but its last (at most `limit`), accepted by `matcher`,
         for the engine to write in one forward like jump-forward ids; the last one stays the
         next step's forced token, so the request still ends in `accept`."""
@@ -240,7 +240,7 @@ class CompletionPlanner:
         self._written = ""
         return ids
 
-    def note_forced(self, matcher: xgr.GrammarMatcher, ids: list[int], room: int) -> bool:
+    def note_forced(self, matcher: Matcher, ids: list[int], room: int) -> bool:
         """Ids `matcher` accepted outside `accept` (jump-forward), `room` tokens left after
         them: follow their text. Their text starts every completion (the grammar forces it),
         so it never makes one longer and needs no check far from max_tokens; but its ids may
@@ -267,7 +267,7 @@ class CompletionPlanner:
         """The forced plan is written: the grammar is complete."""
         return self.forcing and not self.plan
 
-    def _advance(self, matcher: xgr.GrammarMatcher, token: int) -> bool:
+    def _advance(self, matcher: Matcher, token: int) -> bool:
         self._undo = (self._in_string, self._escaped, self._written)
         if not matcher.accept_token(token):
             return False
@@ -284,7 +284,7 @@ class CompletionPlanner:
         self.growth = max(self.growth, len(plan) - self.estimate)
         self.plan, self.estimate, self._written = plan, len(plan), ""
 
-    def _follow(self, matcher: xgr.GrammarMatcher) -> list[int] | None:
+    def _follow(self, matcher: Matcher) -> list[int] | None:
         """The last plan carried over the text written since it was made, if it still
         completes the grammar from here (checked with the matcher, a couple of microseconds
         instead of a search): the rest of its text when that text ends what was written (the
@@ -306,7 +306,7 @@ class CompletionPlanner:
                 break
         return list(plan) if _accepts(matcher, plan) else None
 
-    def _plan(self, matcher: xgr.GrammarMatcher) -> list[int] | None:
+    def _plan(self, matcher: Matcher) -> list[int] | None:
         self._since_plan = 0
         text = shortest_completion(matcher, self._in_string, self._escaped)
         if text is None:
@@ -320,7 +320,7 @@ class CompletionPlanner:
         return ids if _accepts(matcher, ids) else None
 
 
-def _accepts(matcher: xgr.GrammarMatcher, ids: list[int]) -> bool:
+def _accepts(matcher: Matcher, ids: list[int]) -> bool:
     """Whether `ids` complete `matcher`'s grammar; the matcher is rolled back after."""
     n = 0
     for token in ids:

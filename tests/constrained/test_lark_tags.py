@@ -117,8 +117,8 @@ def test_a_parameter_no_value_satisfies_is_left_out(tok: Any) -> None:
 
 
 def test_tool_calls_compile_on_guidance_under_auto_in_milliseconds(tok: Any) -> None:
-    from thinkgate.api.chat_constraints import chat_constraint
     from thinkgate.engine.demo_data import TOOLS
+    from thinkgate.engine.structured.tool_constraints import chat_constraint
 
     g = Grammar(tok, -(-len(tok) // 64) * 64, [0, 2], max_num_seqs=1)
     for parser in ("hermes", "qwen3_coder", "pythonic", "llama3_json", "mistral"):
@@ -136,7 +136,7 @@ def test_tool_calls_compile_on_guidance_under_auto_in_milliseconds(tok: Any) -> 
 
 
 def test_strict_tools_close_their_objects_and_open_ones_take_other_keys() -> None:
-    from thinkgate.api.chat_constraints import chat_constraint
+    from thinkgate.engine.structured.tool_constraints import chat_constraint
 
     tool = {"type": "function", "function": {"name": "f", "parameters": {
         "type": "object", "properties": {"a": {"type": "integer"}}}}}

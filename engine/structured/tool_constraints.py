@@ -14,7 +14,9 @@ the request's `SamplingParams`:
 
 Tool calls are written in the tool parser's own syntax; the grammar comes from the tool format
 (`thinkgate.parsers.tools.grammar`) so parser and grammar cannot drift. The constraint applies to
-the answer: the reasoning gate leaves thinking free.
+the answer: the reasoning gate leaves thinking free. The chat layer (api/chat.py) says what a
+request asks for; this module, in the structured-output room, decides the constraint; each
+backend compiles it its own way.
 """
 
 from __future__ import annotations
