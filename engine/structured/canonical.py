@@ -84,7 +84,7 @@ def _canonical_schema(text: str, check: bool = True) -> str:
         _check_schema(text)
     if '"format"' not in text and '"oneOf"' not in text:  # nothing below to do (most tools)
         return text
-    schema = without_unknown_formats(json.loads(text))  # annotations: nothing to enforce
+    schema = without_unknown_formats(json.loads(text), in_place=True)  # annotations
     schema = disjoint_one_of(schema)  # a oneOf no instance can match twice is an anyOf
     # bounded numbers: each backend its own way (xgrammar: schema ranges and its number rules;
     # llguidance: the matcher counts digits)

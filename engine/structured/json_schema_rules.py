@@ -219,12 +219,12 @@ def _unknown_format(sub: dict[str, Any]) -> bool:
     return "format" in sub and sub["format"] not in SPEC_FORMATS
 
 
-def without_unknown_formats(schema: Any) -> Any:
-    """`schema` without the `format` values JSON Schema does not define (annotations), a copy
-    when there are any."""
+def without_unknown_formats(schema: Any, in_place: bool = False) -> Any:
+    """`schema` without the `format` values JSON Schema does not define (annotations): a copy
+    when there are any, or `schema` itself changed with `in_place` (the caller owns it)."""
     if not any(_unknown_format(sub) for sub, _ in subschemas(schema)):
         return schema
-    copy = json.loads(json.dumps(schema))
+    copy = schema if in_place else json.loads(json.dumps(schema))
     for sub, _ in subschemas(copy):
         if _unknown_format(sub):
             del sub["format"]
@@ -310,14 +310,28 @@ MAX_SCHEMA_DEPTH = 64
 
 def check_depth(value: Any, where: str, limit: int = MAX_SCHEMA_DEPTH) -> None:
     """ValueError naming the limit and the JSON path where `value` nests deeper than `limit`
-    (walked without recursion, so any depth is safe to check)."""
+    (walked without recursion, so any depth is safe to check; the path is only worked out for
+    the error)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            at = _path_to_depth(value, limit + 1) or "/"
+            raise ValueError(f"{where} nests deeper than {limit} levels (at {at}); schemas may "
+                             f"nest at most {limit} objects and arrays deep")
+        children = (node.values() if isinstance(node, dict)
+                    else node if isinstance(node, list) else ())
+        stack.extend((v, depth + 1) for v in children if isinstance(v, dict | list))
+
+
+def _path_to_depth(value: Any, depth: int) -> str:
+    """The JSON path of the first container found `depth` levels down in `value`."""
     stack: list[tuple[Any, int, str]] = [(value, 1, "")]
     while stack:
-        node, depth, path = stack.pop()
-        if not isinstance(node, dict | list):
-            continue
-        if depth > limit:
-            raise ValueError(f"{where} nests deeper than {limit} levels (at {path or '/'}); "
-                             f"schemas may nest at most {limit} objects and arrays deep")
+        node, level, path = stack.pop()
+        if level >= depth:
+            return path
         items = node.items() if isinstance(node, dict) else enumerate(node)
-        stack.extend((v, depth + 1, f"{path}/{_escape(str(k))}") for k, v in items)
+        stack.extend((v, level + 1, f"{path}/{_escape(str(k))}") for k, v in items
+                     if isinstance(v, dict | list))
+    return ""
