@@ -215,7 +215,7 @@ class GuidanceBackend:
         # first with the schemas known to have no value; after a failure, each is checked
         for unsatisfiable in (_KNOWN_UNSATISFIABLE.__contains__, _unsatisfiable):
             try:
-                lark, _ = tag_lark(tag, self.special_tokens, json_text, unsatisfiable)
+                lark = tag_lark(tag, self.special_tokens, json_text, unsatisfiable)
             except Unsatisfiable as err:
                 raise ValueError(f"structured_outputs.structural_tag: no call can be written: "
                                  f"{err}") from None

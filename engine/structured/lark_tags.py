@@ -77,7 +77,6 @@ class _Writer:
         self.unsatisfiable = unsatisfiable  # whether a schema text has no value
         self.rules: list[str] = []
         self._named: dict[tuple[str, str, str], str] = {}
-        self.json_rules: dict[str, str] = {}  # rule name -> its schema text (and back)
         self._split = (re.compile("(" + "|".join(re.escape(t) for t in sorted(
             special, key=len, reverse=True)) + ")") if special else None)
 
@@ -190,10 +189,7 @@ class _Writer:
         text = self.json_text(schema if isinstance(schema, Mapping | bool) else {})
         if self.unsatisfiable(text):
             raise Unsatisfiable(f"no value satisfies the schema {text[:200]}")
-        if text not in self.json_rules:  # a schema written twice (optional parts) is one rule
-            name = self.rule("%json " + text, "j")
-            self.json_rules[text], self.json_rules[name] = name, text
-        return self.json_rules[text]
+        return self.rule("%json " + text, "j")  # a schema written twice is one rule
 
     def tag(self, t: Any) -> str:
         if not isinstance(t, Mapping) or t.get("type", "tag") != "tag":
@@ -256,10 +252,9 @@ class _Writer:
 
 def tag_lark(tag: Mapping[str, Any], special: Mapping[str, int],
              json_text: Callable[[Any], str] = json.dumps,
-             unsatisfiable: Callable[[str], bool] = lambda text: False,
-             ) -> tuple[str, dict[str, str]]:
-    """(the lark grammar of a structural tag (`{"type": "structural_tag", "format": ...}`),
-    each json rule's name -> its schema text). special: special token text -> id;
+             unsatisfiable: Callable[[str], bool] = lambda text: False) -> str:
+    """The lark grammar of a structural tag (`{"type": "structural_tag", "format": ...}`).
+    special: special token text -> id;
     json_text: a json_schema element's schema -> the text `%json` takes (with llguidance's
     options); unsatisfiable: whether a schema text has no value (the parts that need one are
     left out; Unsatisfiable when nothing is left)."""
@@ -268,8 +263,7 @@ def tag_lark(tag: Mapping[str, Any], special: Mapping[str, int],
                          "{'type': 'structural_tag', 'format': ...}")
     w = _Writer(special, json_text, unsatisfiable)
     start = w.node(tag["format"])
-    rules = {k: v for k, v in w.json_rules.items() if re.fullmatch(r"j[0-9]+", k)}
-    return "\n".join([f"start: {start}", *w.rules]) + "\n", rules
+    return "\n".join([f"start: {start}", *w.rules]) + "\n"
 
 
 def plain_json_only(node: Any) -> bool:

@@ -92,7 +92,7 @@ def test_tags_accept_what_they_describe_on_both_backends(grammar: Grammar, tok: 
 
 
 def test_special_tokens_are_token_references_and_strings_are_escaped() -> None:
-    lark, _ = tag_lark({"type": "structural_tag", "format": {
+    lark = tag_lark({"type": "structural_tag", "format": {
         "type": "const_string", "value": 'a"\\\n<tool_call>b'}}, SPECIAL)
     assert lark.startswith('start: "a\\"\\\\\\n" <[8002]> "b"')
     assert lark_string("x\ty\x01") == '"x\\ty\\x01"'
