@@ -44,8 +44,15 @@ class RowPrefixStore:
         self.num_loaded_blocks = 0  # blocks `load` copied into rows (not those already there)
 
     def lookup(self, seq: Sequence, hashes: list[bytes]) -> int:
-        """Pin the cached blocks of `seq`'s longest cached prefix; its length in tokens."""
+        """Pin the cached blocks of `seq`'s longest cached prefix; its length in tokens. A
+        prefix shorter than a third of the tokens after it is not used: the masked prefill of a
+        long rest over a short cached prefix costs more than the plain causal prefill of the
+        whole prompt (1,600 tokens, two threads: 208 cached 59.6 ms, 400 cached 53.5 ms,
+        none 50.3 ms, 800 cached 29.0 ms; benchmarks/RESULTS.md)."""
         blocks = self.pool.match(hashes)
+        cached = len(blocks) * self.block_size
+        if 3 * cached < seq.num_tokens - cached:
+            blocks = []
         for block in blocks:
             self.pool.acquire(block)
         seq.prefix_blocks = blocks

@@ -100,3 +100,24 @@ def test_rows_moved_by_finishing_requests_keep_true_records(plain: LLM, demo_dir
     for _, rid, ids, n in arrivals:
         assert got[rid] == alone(plain, ids, n), rid
     assert llm.llm_engine.row_store.num_loaded_blocks > 0  # some rows did need copies
+
+
+def test_a_short_cached_prefix_before_a_long_rest_is_computed_again(plain: LLM,
+                                                                    demo_dir: str) -> None:
+    """The masked prefill of a long rest over a short cached prefix costs more than the plain
+    causal prefill of the whole prompt: such a prefix is not used (same tokens out), a prefix
+    of at least a third of the rest is."""
+    llm = cached(demo_dir)
+    engine = llm.llm_engine
+    head = PREFIXES[0]  # 96 tokens: 6 full blocks once cached
+    llm.generate(head + [11], greedy(1), use_tqdm=False)
+    long_rest = [random.Random(9).randrange(10, 4000) for _ in range(400)]
+    short_rest = [random.Random(10).randrange(10, 4000) for _ in range(200)]
+    for tail, used in ((long_rest, False), (short_rest, True)):
+        hits = engine.block_manager.num_hits
+        [out] = llm.generate(head + tail, greedy(4), use_tqdm=False)
+        assert (engine.block_manager.num_hits > hits) == used
+        assert out.num_cached_tokens == (96 if used else 0)
+        [ref] = plain.generate(head + tail, greedy(4), use_tqdm=False)
+        assert out.outputs[0].token_ids == ref.outputs[0].token_ids
+    check_rows(llm)
