@@ -40,7 +40,7 @@ DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "maskbe
 OUTCOMES = ("passing", "refused", "validation error", "invalidation error", "crash")
 
 
-def _allowed(mask: torch.Tensor, token: int) -> bool:
+def allowed(mask: torch.Tensor, token: int) -> bool:
     return bool((int(mask[0, token >> 5]) >> (token & 31)) & 1)
 
 
@@ -72,7 +72,7 @@ class ThinkgateEngine:
 
     def can_end(self, matcher: Any) -> bool:
         mask = self.mask(matcher)
-        return mask is not None and _allowed(mask, self.stop) and matcher.accept(self.stop)
+        return mask is not None and allowed(mask, self.stop) and matcher.accept(self.stop)
 
 
 class ThinkgateXgrammar(ThinkgateEngine):
@@ -112,7 +112,7 @@ class XgrammarEngine:
         return matcher.accept_token(token)
 
     def can_end(self, matcher: Any) -> bool:
-        return _allowed(self.mask(matcher), self.stop) and matcher.accept_token(self.stop)
+        return allowed(self.mask(matcher), self.stop) and matcher.accept_token(self.stop)
 
 
 class LlguidanceEngine:
@@ -158,7 +158,7 @@ def _goes_through(engine: Any, matcher: Any, ids: list[int], tbm: list[float]) -
         t = time.perf_counter()
         mask = engine.mask(matcher)
         tbm.append(time.perf_counter() - t)
-        if mask is None or not _allowed(mask, token) or not engine.accept(matcher, token):
+        if mask is None or not allowed(mask, token) or not engine.accept(matcher, token):
             return False
     return engine.can_end(matcher)
 
@@ -199,7 +199,20 @@ def load_cases(path: Path, limit: int | None, seed: int) -> list[dict[str, Any]]
     return cases
 
 
-def _pct(values: list[float], q: float) -> float:
+def load_tokenizer(model: str | None) -> tuple[str, Any, int, list[int]]:
+    """(folder, tokenizer, vocab size, stop ids) of an HF model folder (default: the demo)."""
+    from thinkgate.engine.demo import demo_model_path
+    from transformers import AutoConfig, AutoTokenizer
+
+    folder = model or str(demo_model_path())
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    vocab_size = AutoConfig.from_pretrained(folder).vocab_size
+    stop_ids = sorted({i for i in (tokenizer.eos_token_id,
+                                   tokenizer.convert_tokens_to_ids("<|im_end|>")) if i is not None})
+    return folder, tokenizer, vocab_size, stop_ids
+
+
+def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
     ordered = sorted(values)
@@ -216,14 +229,7 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write per-schema outcomes here")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    from thinkgate.engine.demo import demo_model_path
-    from transformers import AutoConfig, AutoTokenizer
-
-    folder = args.model or str(demo_model_path())
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    vocab_size = AutoConfig.from_pretrained(folder).vocab_size
-    stop_ids = sorted({i for i in (tokenizer.eos_token_id,
-                                   tokenizer.convert_tokens_to_ids("<|im_end|>")) if i is not None})
+    folder, tokenizer, vocab_size, stop_ids = load_tokenizer(args.model)
     cases = load_cases(args.data, args.limit, args.seed)
     print(f"# bench_maskbench: {len(cases)} schemas from {args.data.name}, tokenizer {folder} "
           f"(vocab {vocab_size}), one thread")
@@ -246,8 +252,8 @@ def main() -> None:
         refusals[name] = why
         counts = Counter(outcomes.values())
         print(f"| {name} | " + " | ".join(str(counts[o]) for o in OUTCOMES)
-              + f" | {_pct(ttfm, 50) * 1e3:.1f} / {_pct(ttfm, 99) * 1e3:.0f}"
-              f" | {_pct(tbm, 50) * 1e6:.0f} / {_pct(tbm, 99) * 1e6:.0f} |", flush=True)
+              + f" | {pct(ttfm, 50) * 1e3:.1f} / {pct(ttfm, 99) * 1e3:.0f}"
+              f" | {pct(tbm, 50) * 1e6:.0f} / {pct(tbm, 99) * 1e6:.0f} |", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"schemas": [c["id"] for c in cases], "outcomes": per_schema,

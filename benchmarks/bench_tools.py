@@ -24,7 +24,6 @@ before (all but one: the per-schema caches).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import random
 import time
@@ -33,15 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from thinkgate.benchmarks.bench_maskbench import allowed, load_cases, load_tokenizer, pct
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bfcl_dev.jsonl.gz"
 FORMATS = ("hermes", "llama3_json", "mistral", "pythonic", "qwen3_coder")
 BACKENDS = ("auto", "xgrammar", "guidance")
 OUTCOMES = ("passing", "refused", "valid rejected", "invalid let through", "round trip")
-
-
-def _allowed(mask: torch.Tensor, token: int) -> bool:
-    return bool((int(mask[0, token >> 5]) >> (token & 31)) & 1)
 
 
 class Harness:
@@ -74,10 +70,10 @@ class Harness:
             start = time.perf_counter()
             mask = self.grammar.fill_bitmask([row])
             mask_s.append(time.perf_counter() - start)
-            if mask is None or not _allowed(mask, token) or not row.accept(token):
+            if mask is None or not allowed(mask, token) or not row.accept(token):
                 return False
         mask = self.grammar.fill_bitmask([row])
-        return mask is not None and _allowed(mask, self.stop) and row.accept(self.stop)
+        return mask is not None and allowed(mask, self.stop) and row.accept(self.stop)
 
 
 def read_back(fmt: str, text: str, tools: list[dict[str, Any]]) -> list[tuple[str, Any]]:
@@ -139,13 +135,6 @@ def run_set(h: Harness, fmt: str, case: dict[str, Any], ttfm: list[float],
     return "passing" if round_trip(fmt, text, case["calls"], case["tools"]) else "round trip"
 
 
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, int(len(values) * q / 100))]
-
-
 def many_tools(h: Harness, fmt: str, cases: list[dict[str, Any]],
                sizes: list[int]) -> list[str]:
     """TTFM of `required` over `sizes` distinct tools (0: all of them): cold; the same tools
@@ -177,14 +166,6 @@ def many_tools(h: Harness, fmt: str, cases: list[dict[str, Any]],
     return cells
 
 
-def load_cases(path: Path, limit: int | None, seed: int) -> list[dict[str, Any]]:
-    with gzip.open(path, "rt") as f:
-        cases = [json.loads(line) for line in f]
-    if limit is not None and limit < len(cases):
-        cases = random.Random(seed).sample(cases, limit)
-    return cases
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -198,14 +179,7 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write per-set outcomes and reasons here")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    from thinkgate.engine.demo import demo_model_path
-    from transformers import AutoConfig, AutoTokenizer
-
-    folder = args.model or str(demo_model_path())
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    vocab_size = AutoConfig.from_pretrained(folder).vocab_size
-    stop_ids = sorted({i for i in (tokenizer.eos_token_id,
-                                   tokenizer.convert_tokens_to_ids("<|im_end|>")) if i is not None})
+    folder, tokenizer, vocab_size, stop_ids = load_tokenizer(args.model)
     cases = load_cases(args.data, args.limit, args.seed)
     print(f"# bench_tools: {len(cases)} tool sets from {args.data.name}, tokenizer {folder} "
           f"(vocab {vocab_size}), one thread, tool_choice=required")
@@ -224,8 +198,8 @@ def main() -> None:
             many = many_tools(h, fmt, cases, args.many_sizes)
             report[f"{fmt}/{backend}"] = {"outcomes": outcomes, "why": why}
             print(f"| {fmt} | {backend} | " + " | ".join(str(counts[o]) for o in OUTCOMES)
-                  + f" | {_pct(ttfm, 50) * 1e3:.1f} / {_pct(ttfm, 99) * 1e3:.1f}"
-                  f" | {_pct(mask_s, 50) * 1e6:.0f} / {_pct(mask_s, 99) * 1e6:.0f}"
+                  + f" | {pct(ttfm, 50) * 1e3:.1f} / {pct(ttfm, 99) * 1e3:.1f}"
+                  f" | {pct(mask_s, 50) * 1e6:.0f} / {pct(mask_s, 99) * 1e6:.0f}"
                   f" | {'; '.join(many)} |", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(report))

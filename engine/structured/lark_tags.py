@@ -109,9 +109,9 @@ class _Writer:
         Free text ends only lazily in llguidance: a greedy lexeme never yields to the text
         after it, only to a special token (which text never holds)."""
         text = self.rule(_no_substrings(excludes), "T")
-        at = self._special_at(end)
         if not end:
             return text
+        at = self._special_at(end)
         if at == 0:
             return f"{text} {self.const(end)}"
         if at > 0:
@@ -227,14 +227,7 @@ class _Writer:
                     [{**t, "begin": str(t.get("begin", ""))[cut:]} for t in tags], self.tag)
             except Unsatisfiable:
                 continue
-            at = self._special_at(trigger)
-            if at > 0:
-                raise ValueError(f"the guidance backend cannot end free text at {trigger!r}")
-            before = (f"{self.rule(_no_substrings(excludes), 'T')} {self.const(trigger)}"
-                      if at == 0 else self.rule(
-                          f"{self.rule(_no_substrings(excludes), 'T')} {lark_string(trigger)}",
-                          "u", "[lazy]"))
-            opened.append(f"{before} ({' | '.join(rests)})")
+            opened.append(f"{self.text_until(trigger, excludes)} ({' | '.join(rests)})")
         for t in n.get("tags") or ():
             if not any(str(t.get("begin", "")).startswith(tr) for tr in triggers):
                 raise ValueError(f"structural tag begin {t.get('begin')!r} starts with none of "
@@ -242,7 +235,7 @@ class _Writer:
         if not opened:
             raise ValueError("a structural tag 'triggered_tags' needs tags")
         call = self.rule(" | ".join(opened))
-        tail = self.rule(_no_substrings(excludes), "T")
+        tail = self.text_until("", excludes)
         if n.get("stop_after_first"):
             body = call if n.get("at_least_one") else f"{call} | {tail}"
         else:
