@@ -18,13 +18,15 @@ every read while the loop is busy, and the core would stall on a full pipe. When
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import multiprocessing
+import os
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from thinkgate.engine.engine_core import PackedOutput, run_engine_core
+from thinkgate.engine.engine_core import PackedOutput, core_env, run_engine_core
 from thinkgate.engine.errors import EngineDeadError
 from thinkgate.engine.outputs import CompletionOutput, RequestOutput
 from thinkgate.engine.sampling_params import RequestOutputKind
@@ -32,6 +34,22 @@ from thinkgate.engine.sampling_params import RequestOutputKind
 logger = logging.getLogger(__name__)
 
 _Stream = tuple[asyncio.AbstractEventLoop, "asyncio.Queue[Any]"]
+
+
+@contextlib.contextmanager
+def _core_environment(extra: dict[str, str]) -> Iterator[None]:
+    """`extra` in the environment the spawned core starts with (the parent's own is restored:
+    its OpenMP runtime read its settings long ago)."""
+    saved = {key: os.environ.get(key) for key in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 class EngineProcessClient:
@@ -45,7 +63,8 @@ class EngineProcessClient:
                 "log_level": logging.getLogger().getEffectiveLevel()}
         self.process = ctx.Process(target=run_engine_core, args=(child, spec),
                                    name="thinkgate-engine-core", daemon=True)
-        self.process.start()
+        with _core_environment(core_env(config, threads)):
+            self.process.start()
         child.close()
         info = self._wait_ready(start_timeout)
         self.tokenizer = info["tokenizer"]

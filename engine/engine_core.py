@@ -160,8 +160,12 @@ def _build(spec: dict[str, Any]) -> Any:
         weight_bytes = model_weight_bytes(engine.loaded.model, engine.loaded.dtype)
         threads = default_core_threads(weight_bytes)
         torch.set_num_threads(threads)
-        logger.info("engine core: %d torch threads (%.0f MB of weights)", threads,
-                    weight_bytes / 1e6)
+        available = available_cores()
+        if available > threads:
+            engine.runner.prefill_threads = available  # long prefills: model_runner.wide_forward
+        logger.info("engine core: %d torch threads, %d for long prefills (%.0f MB of weights, "
+                    "OpenMP wait policy %s)", threads, max(threads, available),
+                    weight_bytes / 1e6, os.environ.get("OMP_WAIT_POLICY", "default"))
     engine.compile_decode_step()
     return engine
 
@@ -183,6 +187,42 @@ def model_weight_bytes(model: Any, dtype: Any) -> int:
     return total
 
 
+def core_env(config: Any, threads: int | None) -> dict[str, str]:
+    """Environment the core process starts with. A core that will step a small model on one
+    thread and widen its long prefills to every core (`default_core_threads`,
+    `model_runner.wide_forward`) waits passively at OpenMP barriers: with the default spinning
+    wait, a two-thread prefill beside any other busy process stalls on the preempted thread
+    (1,600-token chat prompts on the demo model, the 2-core machine at load average 2-3:
+    ~450 ms median against ~85 on one thread; passive: ~80-110). Its decode steps run one
+    thread, so they have no barriers to wait at. Set from the checkpoint's size on disk, since
+    OpenMP reads it once, before the model is loaded; a user's own setting wins."""
+    if threads or "OMP_WAIT_POLICY" in os.environ or available_cores() < 2:
+        return {}
+    if getattr(config, "device", "auto") not in ("auto", "cpu"):
+        return {}
+    import torch
+    from thinkgate.engine.model_loader import resolve_model_path
+
+    if config.device == "auto" and torch.cuda.is_available():
+        return {}
+    try:
+        folder, gguf = resolve_model_path(config.model)
+    except (OSError, ValueError):
+        return {}  # the core reports it
+    files = [folder / gguf] if gguf else list(folder.glob("*.safetensors"))
+    size = sum(f.stat().st_size for f in files)
+    if not files or size >= SMALL_MODEL_BYTES:
+        return {}
+    return {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def default_core_threads(weight_bytes: int) -> int:
     """Torch threads of a CPU engine core. A model under `SMALL_MODEL_BYTES` of weights steps
     so fast that the API process (HTTP, JSON, parsing: ~0.15-0.4 ms of CPU per token) needs a
@@ -192,10 +232,7 @@ def default_core_threads(weight_bytes: int) -> int:
     bound by weight traffic and leaves the API process mostly idle, so it takes every core
     (SmolLM2-135M, 270 MB in bf16, server: 15.7 -> 22.0 tok/s at concurrency 1 and
     88-112 -> 127-136 at 8 with 2 threads instead of 1)."""
-    try:
-        available = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        available = os.cpu_count() or 1
+    available = available_cores()
     if weight_bytes >= SMALL_MODEL_BYTES:
         return available
     return max(1, available - 1)
