@@ -155,13 +155,14 @@ class LLM:
 
 
 def _as_prompt_list(prompts: PromptType | Sequence[PromptType]) -> list[PromptType]:
-    if isinstance(prompts, str):
+    if isinstance(prompts, str | dict):
         return [prompts]
     if isinstance(prompts, list | tuple) and prompts and all(isinstance(t, int) for t in prompts):
         return [list(prompts)]  # one prompt given as token ids
     if not isinstance(prompts, list | tuple):
         raise ValueError(
-            f"prompts must be a str, token ids, or a list of them; got {type(prompts).__name__}"
+            f"prompts must be a str, token ids, a prompt dict, or a list of them; "
+            f"got {type(prompts).__name__}"
         )
     return list(prompts)
 

@@ -40,7 +40,10 @@ from thinkgate.engine.tokenizer import eos_token_ids, load_tokenizer
 
 logger = logging.getLogger(__name__)
 
-PromptType = str | list[int]
+# vLLM's prompt forms: text, token ids, TextPrompt {"prompt": ...}, TokensPrompt
+# {"prompt_token_ids": [...]} (a dict's `cache_salt` is accepted and has no effect here)
+PromptType = str | list[int] | dict
+_PROMPT_DICT_KEYS = {"prompt", "prompt_token_ids", "cache_salt"}
 
 
 @dataclass
@@ -266,6 +269,8 @@ class LLMEngine:
             self.scheduler.add(seq)
 
     def _tokenize(self, prompt: PromptType) -> tuple[str | None, list[int]]:
+        if isinstance(prompt, dict):
+            prompt = _unwrap_prompt(prompt)
         if isinstance(prompt, str):
             ids = self.tokenizer.encode(prompt)
             text: str | None = prompt
@@ -273,7 +278,8 @@ class LLMEngine:
             ids, text = list(prompt), None
         else:
             raise ValueError(
-                f"prompt must be a str or a list of token ids, got {type(prompt).__name__}"
+                f"prompt must be a str, a list of token ids, or a dict with 'prompt' or "
+                f"'prompt_token_ids', got {type(prompt).__name__}"
             )
         if not ids:
             raise ValueError("prompt is empty")
@@ -456,3 +462,23 @@ class LLMEngine:
     def __repr__(self) -> str:
         info = {"model": str(self.loaded.source), "native": self.loaded.native}
         return f"LLMEngine({json.dumps(info)})"
+
+
+def _unwrap_prompt(prompt: dict) -> str | list[int]:
+    """A vLLM TextPrompt / TokensPrompt dict's text or ids; anything else it asks for (images,
+    audio, embeddings) is a ValueError naming the keys."""
+    unknown = sorted(set(prompt) - _PROMPT_DICT_KEYS)
+    if unknown:
+        raise ValueError(f"prompt keys {unknown} are not supported (a prompt dict takes "
+                         "'prompt' or 'prompt_token_ids')")
+    if ("prompt" in prompt) == ("prompt_token_ids" in prompt):
+        raise ValueError("a prompt dict needs exactly one of 'prompt' and 'prompt_token_ids', "
+                         f"got keys {sorted(prompt)}")
+    if "prompt" in prompt:
+        if not isinstance(prompt["prompt"], str):
+            raise ValueError(f"prompt['prompt'] must be a str, got {type(prompt['prompt']).__name__}")
+        return prompt["prompt"]
+    ids = prompt["prompt_token_ids"]
+    if not isinstance(ids, list | tuple) or not all(isinstance(t, int) for t in ids):
+        raise ValueError("prompt['prompt_token_ids'] must be a list of token ids")
+    return list(ids)

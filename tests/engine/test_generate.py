@@ -229,6 +229,24 @@ def test_token_id_prompts_and_request_output_fields(llm: LLM) -> None:
     assert by_text.outputs[0].text == decoded
 
 
+def test_vllm_prompt_dicts_run_as_their_text_or_ids(llm: LLM) -> None:
+    params = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
+    plain = llm.generate(["The capital", [5, 6, 7, 8]], params, use_tqdm=False)
+    dicts = llm.generate([{"prompt": "The capital"}, {"prompt_token_ids": [5, 6, 7, 8]}],
+                         params, use_tqdm=False)
+    assert [o.outputs[0].token_ids for o in dicts] == [o.outputs[0].token_ids for o in plain]
+    assert dicts[0].prompt == "The capital" and dicts[1].prompt_token_ids == [5, 6, 7, 8]
+    one = llm.generate({"prompt_token_ids": [5, 6, 7, 8]}, params, use_tqdm=False)
+    assert len(one) == 1 and one[0].outputs[0].token_ids == plain[1].outputs[0].token_ids
+    with pytest.raises(ValueError, match="multi_modal_data"):
+        llm.generate([{"prompt": "x", "multi_modal_data": {"image": None}}], params)
+    with pytest.raises(ValueError, match="exactly one"):
+        llm.generate([{"prompt": "x", "prompt_token_ids": [1]}], params)
+    with pytest.raises(ValueError, match="prompt_token_ids"):
+        llm.generate([{"prompt_token_ids": "1 2 3"}], params)
+    assert llm.generate(["ok"], params, use_tqdm=False)[0].outputs[0].token_ids
+
+
 def test_skip_special_tokens(llm: LLM) -> None:
     eos = sorted(llm.llm_engine.eos_token_ids)[0]
     bias = {eos: 100.0}
