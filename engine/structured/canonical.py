@@ -146,17 +146,33 @@ def _canonical_tag_schema(schema: Any, bound_numbers: bool) -> Any:
     return _tag_schema(json.dumps(schema, separators=(",", ":")), bound_numbers)
 
 
+class CanonicalSchema(dict):
+    """A structural tag's canonical schema with its compact text (`text`: what
+    `json.dumps(schema, separators=(",", ":"))` writes), so a compile takes the text without
+    writing the schema out again. Shared by every tag that holds it: never mutated."""
+
+    __slots__ = ("text",)
+
+
 @functools.lru_cache(maxsize=SCHEMA_CACHE_SIZE)
 def _tag_schema(text: str, bound_numbers: bool) -> Any:
-    """The canonical schema object, shared by every tag that holds it: never mutated (tags are
-    written out as text, and each rewrite after this copies)."""
+    """The canonical schema (a `CanonicalSchema`, or a boolean schema), shared by every tag
+    that holds it: never mutated (tags are written out as text, and each rewrite after this
+    copies)."""
     text = _canonical_schema(text, False)
     schema = json.loads(text)
     # `bound_schema_numbers` gives a number with one bound the other: nothing to do without one
     bounded = ('"integer"' in text or '"number"' in text) and any(
         f'"{key}"' in text for key in ("minimum", "maximum", "exclusiveMinimum",
                                        "exclusiveMaximum"))
-    return bound_schema_numbers(schema) if bound_numbers and bounded else schema
+    if bound_numbers and bounded:
+        schema = bound_schema_numbers(schema)
+        text = json.dumps(schema, separators=(",", ":"))
+    if not isinstance(schema, dict):
+        return schema
+    canonical = CanonicalSchema(schema)
+    canonical.text = text
+    return canonical
 
 
 # The last few structural tags made canonical, by their text: the compile that follows takes

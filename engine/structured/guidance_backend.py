@@ -35,7 +35,11 @@ import llguidance
 import llguidance.hf
 import numpy as np
 import torch
-from thinkgate.engine.structured.canonical import SCHEMA_CACHE_SIZE, canonical_tag
+from thinkgate.engine.structured.canonical import (
+    SCHEMA_CACHE_SIZE,
+    CanonicalSchema,
+    canonical_tag,
+)
 from thinkgate.engine.structured.guidance_digits import Digits, leading_digits
 from thinkgate.engine.structured.json_schema_rules import (
     allows_free_keys,
@@ -212,7 +216,9 @@ class GuidanceBackend:
 
         def json_text(schema: Any) -> str:
             written.append(schema)
-            return _json_text(json.dumps(schema, separators=(",", ":")), any_whitespace)
+            text = (schema.text if isinstance(schema, CanonicalSchema)
+                    else json.dumps(schema, separators=(",", ":")))
+            return _json_text(text, any_whitespace)
 
         # first with the schemas known to have no value; after a failure, each is checked
         for unsatisfiable in (_KNOWN_UNSATISFIABLE.__contains__, _unsatisfiable):
