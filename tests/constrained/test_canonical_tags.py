@@ -138,3 +138,33 @@ def test_lark_strings_escape_quotes_backslashes_and_controls() -> None:
     for _ in range(2000):
         text = "".join(rng.choice(chars) for _ in range(rng.randint(0, 12)))
         assert lark_string(text) == _lark_string_by_hand(text)
+
+
+def test_get_entry_takes_the_key_prefetch_worked_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    from thinkgate.engine.demo import demo_model_path
+    from thinkgate.engine.structured import grammar_compile
+    from thinkgate.engine.structured.grammar import Grammar
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(demo_model_path())
+    g = Grammar(tok, -(-len(tok) // 64) * 64, [0, 2], max_num_seqs=1, backend="guidance")
+    try:
+        calls: list[Any] = []
+        real = grammar_compile.canonical_constraint
+        monkeypatch.setattr(grammar_compile, "canonical_constraint",
+                            lambda p, bound: calls.append(p) or real(p, bound))
+        params = chat_constraint("hermes", TOOLS, "required", None)
+        future = g.cache.prefetch(params)
+        assert len(calls) == 1
+        if future is not None:
+            future.result()
+        first = g.cache.get_entry(params)  # the request prefetch started: no second walk
+        assert len(calls) == 1
+        assert g.cache.get_entry(params) is first  # taken once: later lookups work it out
+        assert len(calls) == 2
+        other = chat_constraint("hermes", TOOLS[:1], "required", None)
+        g.cache.prefetch(params)
+        assert g.cache.get_entry(other) is not first  # another params object: its own key
+        assert len(calls) == 4
+    finally:
+        g.close()
