@@ -112,6 +112,9 @@ def bound_json_whitespace(node: Any) -> Any:
     return {k: bound_json_whitespace(v) for k, v in node.items()}
 
 
+_SCALARS = (str, int, float, type(None))  # a tag's leaves: taken as they are
+
+
 def _canonical_tag(node: Any, bound_numbers: bool, bound_whitespace: bool) -> Any:
     """A copy of a structural tag with each json_schema element canonical (as
     `_canonical_tag_schema`) and, with `bound_whitespace`, as `bound_json_whitespace` leaves it
@@ -132,9 +135,6 @@ def _canonical_tag(node: Any, bound_numbers: bool, bound_whitespace: bool) -> An
     return {k: v if isinstance(v, _SCALARS) else _canonical_tag(v, bound_numbers,
                                                                 bound_whitespace)
             for k, v in node.items()}
-
-
-_SCALARS = (str, int, float, type(None))
 
 
 def _canonical_tag_schema(schema: Any, bound_numbers: bool) -> Any:
