@@ -3,8 +3,8 @@
 The method of the shared data README on a `.jsonl.gz` of tool sets (`{"id", "tools", "calls",
 "invalid"}`; default: the dev file): for each tool set, format and backend, build the
 `tool_choice="required"` constraint as the chat route does (`chat_constraint`) and start it
-(`Grammar.new_request`, cold: the compile cache and the per-schema cache emptied first) and
-compute the first mask (TTFM). Then the ground-truth calls written in the format's syntax
+(`Grammar.new_request`, cold: the compile cache and the per-schema cache emptied first, outside
+the timing) and compute the first mask (TTFM). Then the ground-truth calls written in the format's syntax
 (`render_calls`) go in token by token, a mask before each (mask time), and a stop token must be
 allowed after them; each invalid variant (a required key dropped, a wrong type, a value outside
 an enum) must be stopped somewhere. The format's parser must read the written calls back as the
@@ -16,7 +16,7 @@ refused (compile error), valid rejected, invalid let through, round-trip mismatc
 
 The many-tools cells: the distinct tools of the sample, 8 / 32 / all (150+) of them: cold; the
 same tools in another order (one grammar: the compile cache); a new combination of tools seen
-before (all but one: the per-schema caches).
+before (all but one: the per-schema caches); each cell the median of `--many-repeats` rounds.
 
     python -m thinkgate.benchmarks.bench_tools --model /tmp/qwen3-vocab --limit 120
 """
@@ -51,14 +51,20 @@ class Harness:
         self.grammar.warm_up()
         self.stop = stop_ids[0]
 
-    def start(self, fmt: str, tools: list[dict[str, Any]], cold: bool = True) -> Any:
+    def forget(self) -> None:
+        """Empty the compile cache and the per-schema caches (the next start is cold); not part
+        of any request, so outside the timings (dropping a 150-tool grammar takes ~1 ms)."""
         from thinkgate.engine.structured import canonical, guidance_backend
+
+        self.grammar.cache.clear()
+        canonical.clear_schema_caches()
+        guidance_backend.clear_schema_caches()
+
+    def start(self, fmt: str, tools: list[dict[str, Any]], cold: bool = True) -> Any:
         from thinkgate.engine.structured.tool_constraints import chat_constraint
 
         if cold:
-            self.grammar.cache.clear()
-            canonical.clear_schema_caches()
-            guidance_backend.clear_schema_caches()
+            self.forget()
         params = chat_constraint(fmt, tools, "required", None)
         row = self.grammar.new_request(params)
         self.grammar.fill_bitmask([row])
@@ -114,9 +120,10 @@ def run_set(h: Harness, fmt: str, case: dict[str, Any], ttfm: list[float],
             mask_s: list[float], why: dict[str, str]) -> str:
     from thinkgate.parsers.tools.grammar import render_calls
 
+    h.forget()
     start = time.perf_counter()
     try:
-        _, row = h.start(fmt, case["tools"])
+        _, row = h.start(fmt, case["tools"], cold=False)
     except ValueError as err:
         why[case["id"]] = str(err)[:300]
         return "refused"
@@ -136,10 +143,10 @@ def run_set(h: Harness, fmt: str, case: dict[str, Any], ttfm: list[float],
 
 
 def many_tools(h: Harness, fmt: str, cases: list[dict[str, Any]],
-               sizes: list[int]) -> list[str]:
+               sizes: list[int], repeats: int = 1) -> list[str]:
     """TTFM of `required` over `sizes` distinct tools (0: all of them): cold; the same tools
     reordered (the compile cache); a new combination of seen tools (all but the first: only the
-    per-schema caches are warm)."""
+    per-schema caches are warm). Each the median of `repeats` rounds."""
     seen: dict[str, dict[str, Any]] = {}
     for case in cases:
         for tool in case["tools"]:
@@ -148,21 +155,19 @@ def many_tools(h: Harness, fmt: str, cases: list[dict[str, Any]],
     cells = []
     for n in (size or len(tools) for size in sizes):
         subset = tools[:n]
-        start = time.perf_counter()
+        shuffled = random.Random(n).sample(subset, len(subset))
+        times: list[list[float]] = [[], [], []]
         try:
-            h.start(fmt, subset)
+            for _ in range(repeats):
+                h.forget()
+                for kind, tools_now in enumerate((subset, shuffled, subset[1:])):
+                    start = time.perf_counter()
+                    h.start(fmt, tools_now, cold=False)
+                    times[kind].append(time.perf_counter() - start)
         except ValueError:
             cells.append(f"{n}: refused")
             continue
-        cold = time.perf_counter() - start
-        shuffled = random.Random(n).sample(subset, len(subset))
-        start = time.perf_counter()
-        h.start(fmt, shuffled, cold=False)
-        reordered = time.perf_counter() - start
-        start = time.perf_counter()
-        h.start(fmt, subset[1:], cold=False)
-        seen = time.perf_counter() - start
-        cells.append(f"{n}: {cold * 1e3:.1f} / {reordered * 1e3:.1f} / {seen * 1e3:.1f}")
+        cells.append(f"{n}: " + " / ".join(f"{pct(t, 50) * 1e3:.1f}" for t in times))
     return cells
 
 
@@ -176,6 +181,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--many-sizes", nargs="*", type=int, default=[8, 32, 0],
                     help="tool counts of the many-tools cells (0: every distinct tool)")
+    ap.add_argument("--many-repeats", type=int, default=5,
+                    help="rounds of each many-tools cell (the median is shown)")
     ap.add_argument("--json", default=None, help="write per-set outcomes and reasons here")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -195,7 +202,7 @@ def main() -> None:
             why: dict[str, str] = {}
             outcomes = {c["id"]: run_set(h, fmt, c, ttfm, mask_s, why) for c in cases}
             counts = Counter(outcomes.values())
-            many = many_tools(h, fmt, cases, args.many_sizes)
+            many = many_tools(h, fmt, cases, args.many_sizes, args.many_repeats)
             report[f"{fmt}/{backend}"] = {"outcomes": outcomes, "why": why}
             print(f"| {fmt} | {backend} | " + " | ".join(str(counts[o]) for o in OUTCOMES)
                   + f" | {pct(ttfm, 50) * 1e3:.1f} / {pct(ttfm, 99) * 1e3:.1f}"

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,8 +23,8 @@ from thinkgate.engine.structured.json_schema_rules import (
     MAX_SCHEMA_DEPTH,
     bound_schema_numbers,
     check_depth,
-    map_tag_schemas,
     tag_schemas,
+    too_deep,
     without_unknown_formats,
 )
 from thinkgate.engine.structured.schema_rewrites import disjoint_one_of
@@ -58,13 +60,15 @@ def canonical_constraint(params: StructuredOutputsParams,
     if kind == "structural_tag":
         tag = _load_json(params.structural_tag, "structural_tag")
         check_depth(tag, "structured_outputs.structural_tag", 2 * MAX_SCHEMA_DEPTH)
-        for schema, path in tag_schemas(tag):
-            check_depth(schema, f"structured_outputs.structural_tag{path}")
-        tag = map_tag_schemas(tag,
-                              lambda schema: _canonical_tag_schema(schema, bound_numbers))
-        if params.disable_any_whitespace:
-            tag = bound_json_whitespace(tag)
-        return kind, json.dumps(tag, separators=(",", ":"))
+        try:
+            canonical = _canonical_tag(tag, bound_numbers, params.disable_any_whitespace)
+        except ValueError:  # a schema nested too deep is named first, with its path
+            for schema, path in tag_schemas(tag):
+                check_depth(schema, f"structured_outputs.structural_tag{path}")
+            raise
+        text = json.dumps(canonical, separators=(",", ":"))
+        _remember_tag(text, canonical)
+        return kind, text
     return kind, str(getattr(params, kind))
 
 
@@ -108,6 +112,31 @@ def bound_json_whitespace(node: Any) -> Any:
     return {k: bound_json_whitespace(v) for k, v in node.items()}
 
 
+_SCALARS = (str, int, float, type(None))  # a tag's leaves: taken as they are
+
+
+def _canonical_tag(node: Any, bound_numbers: bool, bound_whitespace: bool) -> Any:
+    """A copy of a structural tag with each json_schema element canonical (as
+    `_canonical_tag_schema`) and, with `bound_whitespace`, as `bound_json_whitespace` leaves it
+    (one walk; strings and numbers, most of a tag, are taken as they are). ValueError at a
+    schema nested deeper than MAX_SCHEMA_DEPTH (the caller names it) or not an object."""
+    if isinstance(node, list | tuple):
+        return [v if isinstance(v, _SCALARS) else _canonical_tag(v, bound_numbers,
+                                                                 bound_whitespace)
+                for v in node]
+    if not isinstance(node, dict):
+        return node
+    if node.get("type") == "json_schema":
+        schema = node.get("json_schema")
+        if too_deep(schema):
+            raise ValueError("a json_schema nests too deep")  # named by the caller
+        node = {**node, "json_schema": _canonical_tag_schema(schema, bound_numbers)}
+        return bound_json_whitespace(node) if bound_whitespace else node
+    return {k: v if isinstance(v, _SCALARS) else _canonical_tag(v, bound_numbers,
+                                                                bound_whitespace)
+            for k, v in node.items()}
+
+
 def _canonical_tag_schema(schema: Any, bound_numbers: bool) -> Any:
     """A structural tag's json_schema element as a schema of `json`, numbers bounded with
     `bound_numbers` (each distinct one worked out once: a tool's parameters)."""
@@ -117,14 +146,56 @@ def _canonical_tag_schema(schema: Any, bound_numbers: bool) -> Any:
     return _tag_schema(json.dumps(schema, separators=(",", ":")), bound_numbers)
 
 
+class CanonicalSchema(dict):
+    """A structural tag's canonical schema with its compact text (`text`: what
+    `json.dumps(schema, separators=(",", ":"))` writes), so a compile takes the text without
+    writing the schema out again. Shared by every tag that holds it: never mutated."""
+
+    __slots__ = ("text",)
+
+
 @functools.lru_cache(maxsize=SCHEMA_CACHE_SIZE)
 def _tag_schema(text: str, bound_numbers: bool) -> Any:
-    """The canonical schema object, shared by every tag that holds it: never mutated (tags are
-    written out as text, and each rewrite after this copies)."""
+    """The canonical schema (a `CanonicalSchema`, or a boolean schema), shared by every tag
+    that holds it: never mutated (tags are written out as text, and each rewrite after this
+    copies)."""
     text = _canonical_schema(text, False)
     schema = json.loads(text)
-    numbers = '"integer"' in text or '"number"' in text
-    return bound_schema_numbers(schema) if bound_numbers and numbers else schema
+    # `bound_schema_numbers` gives a number with one bound the other: nothing to do without one
+    bounded = ('"integer"' in text or '"number"' in text) and any(
+        f'"{key}"' in text for key in ("minimum", "maximum", "exclusiveMinimum",
+                                       "exclusiveMaximum"))
+    if bound_numbers and bounded:
+        schema = bound_schema_numbers(schema)
+        text = json.dumps(schema, separators=(",", ":"))
+    if not isinstance(schema, dict):
+        return schema
+    canonical = CanonicalSchema(schema)
+    canonical.text = text
+    return canonical
+
+
+# The last few structural tags made canonical, by their text: the compile that follows takes
+# the text (the cache key) and gets the tag back without parsing it again (~0.5 ms for 150 tools).
+_RECENT_TAGS: OrderedDict[str, Any] = OrderedDict()
+_RECENT_TAGS_LOCK = threading.Lock()
+_RECENT_TAGS_SIZE = 8
+
+
+def _remember_tag(text: str, tag: Any) -> None:
+    with _RECENT_TAGS_LOCK:
+        _RECENT_TAGS[text] = tag
+        _RECENT_TAGS.move_to_end(text)
+        if len(_RECENT_TAGS) > _RECENT_TAGS_SIZE:
+            _RECENT_TAGS.popitem(last=False)
+
+
+def canonical_tag(text: str) -> Any:
+    """The structural tag whose canonical text is `text` (as `json.loads(text)`; shared with the
+    per-schema caches, so never to be mutated)."""
+    with _RECENT_TAGS_LOCK:
+        tag = _RECENT_TAGS.get(text)
+    return json.loads(text) if tag is None else tag
 
 
 def _load_json(value: Any, name: str) -> Any:
@@ -142,6 +213,8 @@ def clear_schema_caches() -> None:
     _canonical_schema.cache_clear()
     _tag_schema.cache_clear()
     _check_schema.cache_clear()
+    with _RECENT_TAGS_LOCK:
+        _RECENT_TAGS.clear()
 
 
 def schema_cache_stats() -> tuple[int, int]:

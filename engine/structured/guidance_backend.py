@@ -35,12 +35,15 @@ import llguidance
 import llguidance.hf
 import numpy as np
 import torch
-from thinkgate.engine.structured.canonical import SCHEMA_CACHE_SIZE
+from thinkgate.engine.structured.canonical import (
+    SCHEMA_CACHE_SIZE,
+    CanonicalSchema,
+    canonical_tag,
+)
 from thinkgate.engine.structured.guidance_digits import Digits, leading_digits
 from thinkgate.engine.structured.json_schema_rules import (
     allows_free_keys,
     subschemas,
-    tag_schemas,
 )
 from thinkgate.engine.structured.lark_tags import Unsatisfiable, plain_json_only, tag_lark
 from thinkgate.engine.structured.schema_rewrites import rewrite_for_guidance
@@ -190,7 +193,7 @@ class GuidanceBackend:
         elif kind in ("grammar", "choice"):
             grammar, free = llguidance.grammar_from("grammar", text), False
         elif kind == "structural_tag":
-            return self._compile_tag(json.loads(text), any_whitespace, bound_numbers)
+            return self._compile_tag(canonical_tag(text), any_whitespace, bound_numbers)
         else:
             raise ValueError(f"the guidance backend does not compile {kind} constraints")
         matcher = llguidance.LLMatcher(self.tokenizer, grammar)
@@ -209,11 +212,17 @@ class GuidanceBackend:
         it is left out (an optional parameter) or its call is (a required one), and the rest
         compiles; with nothing left, ValueError. Such schemas are remembered, so only the
         first grammar that holds one compiles twice."""
+        written: list[Any] = []  # the schemas tag_lark reached (free keys: the key checks)
+
         def json_text(schema: Any) -> str:
-            return _json_text(json.dumps(schema, separators=(",", ":")), any_whitespace)
+            written.append(schema)
+            text = (schema.text if isinstance(schema, CanonicalSchema)
+                    else json.dumps(schema, separators=(",", ":")))
+            return _json_text(text, any_whitespace)
 
         # first with the schemas known to have no value; after a failure, each is checked
         for unsatisfiable in (_KNOWN_UNSATISFIABLE.__contains__, _unsatisfiable):
+            written.clear()
             try:
                 lark = tag_lark(tag, self.special_tokens, json_text, unsatisfiable)
             except Unsatisfiable as err:
@@ -227,9 +236,8 @@ class GuidanceBackend:
         if error:
             raise ValueError(f"structured_outputs.structural_tag: the guidance backend cannot "
                              f"compile it: {error.splitlines()[0]}")
-        schemas = [schema for schema, _ in tag_schemas(tag)]
         digits = bound_numbers and plain_json_only(tag)
-        return (matcher, digits), any(allows_free_keys(s) for s in schemas)
+        return (matcher, digits), any(allows_free_keys(s) for s in written)
 
     @functools.cached_property
     def special_tokens(self) -> dict[str, int]:

@@ -22,6 +22,7 @@ ValueError: the `auto` order then compiles the tag with xgrammar.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -34,23 +35,15 @@ class Unsatisfiable(ValueError):
     """A json_schema element no value satisfies (llguidance refuses the grammar it is in)."""
 
 
+# a lark string literal's escapes: quote, backslash, and control characters
+_LARK_ESCAPES = {**{c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]},
+                 ord('"'): '\\"', ord("\\"): "\\\\", ord("\n"): "\\n", ord("\t"): "\\t",
+                 ord("\r"): "\\r"}
+
+
 def lark_string(text: str) -> str:
     """`text` as a lark string literal."""
-    out = []
-    for ch in text:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    return '"' + text.translate(_LARK_ESCAPES) + '"'
 
 
 def _regex(pattern: str) -> str:
@@ -60,7 +53,13 @@ def _regex(pattern: str) -> str:
 
 def _no_substrings(words: list[str]) -> str:
     """Text with none of `words` in it, as a lark terminal body."""
-    words = [w for w in dict.fromkeys(words) if w]
+    return _no_substrings_of(tuple(words))
+
+
+@functools.lru_cache(maxsize=256)
+def _no_substrings_of(given: tuple[str, ...]) -> str:
+    """`_no_substrings` once per list of words (a tool format repeats one for each parameter)."""
+    words = [w for w in dict.fromkeys(given) if w]
     if not words:
         return f"/{_ANY}/"
     alts = "|".join(re.escape(w) for w in words)
@@ -79,6 +78,7 @@ class _Writer:
         self._named: dict[tuple[str, str, str], str] = {}
         self._split = (re.compile("(" + "|".join(re.escape(t) for t in sorted(
             special, key=len, reverse=True)) + ")") if special else None)
+        self._consts: dict[str, str] = {}  # the formats repeat their markers in every call
 
     def rule(self, body: str, prefix: str = "r", options: str = "") -> str:
         """A rule (prefix upper case: a terminal) for `body`; the same body twice is one rule,
@@ -92,12 +92,13 @@ class _Writer:
         return self._named[key]
 
     def const(self, text: str) -> str:
-        if not text:
-            return '""'
-        parts = self._split.split(text) if self._split else [text]
-        out = [f"<[{self.special[p]}]>" if p in self.special else lark_string(p)
-               for p in parts if p]
-        return " ".join(out)
+        written = self._consts.get(text)
+        if written is None:
+            parts = self._split.split(text) if self._split else [text]
+            written = " ".join(f"<[{self.special[p]}]>" if p in self.special else lark_string(p)
+                               for p in parts if p) or '""'
+            self._consts[text] = written
+        return written
 
     def _special_at(self, text: str) -> int:
         """Where the first special token's text starts in `text` (-1: none)."""
@@ -120,7 +121,7 @@ class _Writer:
         return self.rule(f"{text} {lark_string(end)}", "u", "[lazy]")
 
     def node(self, n: Any) -> str:
-        if not isinstance(n, Mapping):
+        if not isinstance(n, dict | Mapping):
             raise ValueError(f"a structural tag element must be an object, got {n!r}")
         kind = n.get("type")
         if kind == "const_string":
@@ -170,8 +171,8 @@ class _Writer:
         while i < len(elements):
             e = elements[i]
             following = elements[i + 1] if i + 1 < len(elements) else None
-            if (isinstance(e, Mapping) and e.get("type") == "any_text"
-                    and isinstance(following, Mapping)
+            if (isinstance(e, dict | Mapping) and e.get("type") == "any_text"
+                    and isinstance(following, dict | Mapping)
                     and following.get("type") == "const_string" and following.get("value")):
                 items.append(self.text_until(str(following["value"]),
                                              list(e.get("excludes") or ())))
@@ -192,11 +193,11 @@ class _Writer:
         return self.rule("%json " + text, "j")  # a schema written twice is one rule
 
     def tag(self, t: Any) -> str:
-        if not isinstance(t, Mapping) or t.get("type", "tag") != "tag":
+        if not isinstance(t, dict | Mapping) or t.get("type", "tag") != "tag":
             raise ValueError(f"expected a structural tag 'tag', got {t!r}")
         begin, end, content = str(t.get("begin", "")), str(t.get("end", "")), t.get("content")
         parts = [self.const(begin)] if begin else []
-        if isinstance(content, Mapping) and content.get("type") == "any_text":
+        if isinstance(content, dict | Mapping) and content.get("type") == "any_text":
             parts.append(self.text_until(end, list(content.get("excludes") or ())))
         else:
             parts.append(self.node(content))
@@ -262,12 +263,15 @@ def tag_lark(tag: Mapping[str, Any], special: Mapping[str, int],
 def plain_json_only(node: Any) -> bool:
     """Whether a tag has no free text and no regex (only constants around JSON values): the
     only tags whose accepted text the JSON digit counter can follow."""
-    if isinstance(node, list):
-        return all(plain_json_only(v) for v in node)
-    if not isinstance(node, Mapping):
-        return True
-    if node.get("type") in ("any_text", "regex", "triggered_tags"):
-        return False
-    if node.get("type") == "json_schema":
-        return True
-    return all(plain_json_only(v) for k, v in node.items() if k != "type")
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, Mapping):
+            kind = item.get("type")
+            if kind in ("any_text", "regex", "triggered_tags"):
+                return False
+            if kind != "json_schema":
+                stack.extend(v for k, v in item.items() if k != "type")
+    return True
