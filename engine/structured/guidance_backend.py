@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from thinkgate.engine.structured.canonical import SCHEMA_CACHE_SIZE
 from thinkgate.engine.structured.guidance_digits import Digits, leading_digits
+from thinkgate.engine.structured.json_any_order import MAX_ANY_ORDER_CHARS, any_order_lark
 from thinkgate.engine.structured.json_schema_rules import (
     allows_free_keys,
     subschemas,
@@ -182,9 +183,13 @@ class GuidanceBackend:
         llguidance's reason when it refuses."""
         if kind in ("json", "json_object"):
             schema = rewrite_for_guidance(json.loads(text))
+            free = kind == "json_object" or allows_free_keys(schema)
+            matcher = (self._any_order(schema, any_whitespace)
+                       if kind == "json" and len(text) <= MAX_ANY_ORDER_CHARS else None)
+            if matcher is not None:
+                return (matcher, bound_numbers), free
             options = _ANY_WHITESPACE if any_whitespace else _COMPACT
             grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, defaults=options)
-            free = kind == "json_object" or allows_free_keys(schema)
         elif kind == "regex":
             grammar, free = llguidance.LLMatcher.grammar_from_regex(text), False
         elif kind in ("grammar", "choice"):
@@ -201,6 +206,20 @@ class GuidanceBackend:
             raise ValueError(f"structured_outputs.{kind}: the guidance backend cannot compile "
                              f"it: {reason}")
         return (matcher, bound_numbers and kind in ("json", "json_object")), free
+
+    def _any_order(self, schema: Any, any_whitespace: bool) -> llguidance.LLMatcher | None:
+        """A matcher whose objects take their properties in any order (json_any_order.py), or
+        None where that does not apply or llguidance refuses the grammar (the schema is then
+        compiled as it is, and refused there with llguidance's reason)."""
+        def json_text(sub: Any) -> str:
+            return _json_text(json.dumps(sub, separators=(",", ":")), any_whitespace)
+
+        lark = any_order_lark(schema, json_text, any_whitespace)
+        if lark is None:
+            return None
+        matcher = llguidance.LLMatcher(self.tokenizer,
+                                       llguidance.LLMatcher.grammar_from_lark(lark))
+        return None if matcher.is_error() else matcher
 
     def _compile_tag(self, tag: Any, any_whitespace: bool,
                      bound_numbers: bool) -> tuple[Any, bool]:

@@ -1,0 +1,381 @@
+"""A JSON schema as llguidance lark in which an object's properties may come in any order.
+
+JSON Schema does not fix the order of an object's properties, but llguidance's JSON compiler
+(and xgrammar's) writes them in the order the schema lists them, so a valid instance in
+another order is refused. `any_order_lark(schema, ...)` writes the schema as a lark grammar in
+which each object it converts takes its members in any order:
+
+- an object with n properties (n <= `MAX_ANY_ORDER`) gets a rule per set of properties already
+  written: the next member is any property not yet written, `}` only once every required one
+  is written, so no key repeats and none that is required is missing;
+- an open object (additionalProperties absent, true or a schema) also takes extra members
+  anywhere; an extra key is any JSON string except every spelling of a declared name (`\\u`
+  escapes, `\\/`), so no escape can repeat a declared key or give it a value of another type
+  (extra keys among themselves: the repeated-key checks, json_keys.py);
+- a declared key is written as JSON text (the name as is, or with `\\u` escapes for non-ASCII);
+- everything else (strings, numbers, `oneOf`, `allOf`, objects past the size limit, objects
+  with keywords the conversion does not cover) is `%json` of its sub-schema with the request's
+  whitespace options, carrying the `definitions` / `$defs` its `$ref`s need; `$ref`s to objects
+  become rules (recursion stays recursion); arrays of converted items, `anyOf`, and the `anyOf`
+  of required-key sets the schema rewrites write are converted when a branch holds an object.
+
+None when nothing would change (no object with two or more members converted) or the schema
+has what the conversion cannot carry over (`$id`, remote or non-local `$ref`s): the caller then
+compiles the schema as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from thinkgate.engine.structured.json_schema_rules import ANNOTATIONS, subschemas
+from thinkgate.engine.structured.lark_tags import lark_string
+
+# Rules per object grow as 2^n: above this many properties an object keeps declared order, and
+# so does every object past this many any-order rules in one schema (compile time).
+MAX_ANY_ORDER = 6
+MAX_ANY_ORDER_RULES = 256
+# Larger schemas (canonical text, or lark rules) keep declared order everywhere: llguidance
+# compiles a lark rule in ~20 us, and their compile time is spent already
+MAX_ANY_ORDER_CHARS = 16_000
+MAX_LARK_RULES = 400
+_OBJECT_KEYS = frozenset({
+    "properties", "required", "additionalProperties", "minProperties", "maxProperties",
+    "patternProperties", "propertyNames", "dependencies", "dependentRequired",
+    "dependentSchemas", "unevaluatedProperties"})
+# keywords that assert on every type: a node with one is written as %json (or its anyOf kept)
+_ANY_TYPE_KEYS = frozenset({"enum", "const", "anyOf", "oneOf", "allOf", "not", "if", "then",
+                            "else", "$ref", "$dynamicRef", "$recursiveRef"})
+_MAX_ITEMS = 1000  # array bounds written as lark repetitions up to this count
+_NOT_OBJECT = ["null", "boolean", "number", "string", "array"]
+# an extra key: a JSON string whose `\\u` escapes spell non-ASCII characters only (an ASCII one
+# has its own spelling), so the spellings of the declared names to keep out stay short
+_EXTRA_KEY = (r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u(?:00[89a-fA-F][0-9a-fA-F]'
+              r'|0[1-9a-fA-F][0-9a-fA-F]{2}|[1-9a-fA-F][0-9a-fA-F]{3}))*"')
+_WS = r"/[\x20\t]{1,2}(\n[\x20\t]{0,48})?|\n[\x20\t]{0,48}/"
+_SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r",
+                  "\t": "t"}
+
+
+class _Unsupported(Exception):
+    """The schema holds something the conversion cannot carry over."""
+
+
+def any_order_lark(schema: Any, json_text: Callable[[Any], str], any_whitespace: bool,
+                   max_any_order: int = MAX_ANY_ORDER,
+                   max_rules: int = MAX_ANY_ORDER_RULES) -> str | None:
+    """The lark grammar of `schema` with its objects in any order (module docstring), or None.
+    json_text: a sub-schema -> the text `%json` takes (with the request's options)."""
+    if not isinstance(schema, dict) or not _local_refs_only(schema):
+        return None
+    writer = _Writer(_without_annotations(schema), json_text, any_whitespace, max_any_order,
+                     max_rules)
+    try:
+        start = writer.value(writer.root)
+    except _Unsupported:
+        return None
+    if not writer.num_reordered:
+        return None
+    return "\n".join([f"start: {start}", *writer.rules]) + "\n"
+
+
+def _without_annotations(schema: dict[str, Any]) -> dict[str, Any]:
+    """A copy without the keywords that assert nothing (descriptions, examples: most of the
+    text of real schemas, which each `%json` part would otherwise carry)."""
+    copy = json.loads(json.dumps(schema))
+    for sub, _ in subschemas(copy):
+        for key in [k for k in sub if k in ANNOTATIONS and k != "$schema" or k.startswith("x-")]:
+            del sub[key]
+    return copy
+
+
+def _local_refs_only(schema: dict[str, Any]) -> bool:
+    """Whether every `$ref` points into this document (and no `$id` moves a base)."""
+    for sub, path in subschemas(schema):
+        if path and (isinstance(sub.get("$id"), str) or isinstance(sub.get("id"), str)):
+            return False
+        if "$anchor" in sub or "$dynamicRef" in sub or "$recursiveRef" in sub:
+            return False
+        ref = sub.get("$ref")
+        if ref is not None and (not isinstance(ref, str) or not ref.startswith("#/")):
+            return False
+    return True
+
+
+def key_spellings(name: str) -> str:
+    """A regex of the spellings of `name` an extra key (`_EXTRA_KEY`) could take: each
+    character as is or as its short escape, a non-ASCII one also as `\\u` escapes (either
+    case)."""
+    out = []
+    for ch in name:
+        code = ord(ch)
+        alts = [re.escape("\\" + _SHORT_ESCAPES[ch])] if ch in _SHORT_ESCAPES else []
+        if ch not in '"\\' and code >= 0x20:
+            alts.append(re.escape(ch))
+        if code >= 0x80:
+            units = [code] if code < 0x10000 else [0xD800 + ((code - 0x10000) >> 10),
+                                                      0xDC00 + ((code - 0x10000) & 0x3FF)]
+            alts.append("".join(r"\\u" + "".join(
+                f"[{h.lower()}{h.upper()}]" if h.isalpha() else h for h in f"{u:04x}")
+                for u in units))
+        out.append(alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")")
+    return '"' + "".join(out) + '"'
+
+
+def _regex(pattern: str) -> str:
+    return "/" + pattern.replace("/", "\\/") + "/"
+
+
+class _Writer:
+    def __init__(self, root: dict[str, Any], json_text: Callable[[Any], str],
+                 any_whitespace: bool, max_any_order: int, max_rules: int) -> None:
+        self.root = root
+        self.rules_left = max_rules  # any-order state rules this schema may still write
+        self.json_text = json_text
+        self.max_any_order = max_any_order
+        self.rules: list[str] = []
+        self._named: dict[str, str] = {}
+        self._refs: dict[str, str] = {}
+        self._num_refs = 0  # never taken back: a name is never reused
+        self._log: list[tuple[dict[str, str], str]] = []  # entries to take back with rules
+        self.num_reordered = 0  # objects whose members may now come in another order
+        self._draft = {"$schema": root["$schema"]} if isinstance(root.get("$schema"), str) else {}
+        # llguidance's JSON separators: compact ", " / ": ", or WS around any token
+        self.ws = "WS? " if any_whitespace else ""
+        if any_whitespace:
+            self.rules.append(f"WS: {_WS}")
+        self.colon = f'{self.ws}":" {self.ws}' if any_whitespace else '": " '
+        self.comma = f'{self.ws}"," {self.ws}' if any_whitespace else '", " '
+
+    def rule(self, body: str, prefix: str = "r") -> str:
+        if body not in self._named:
+            name = f"{prefix}{len(self.rules)}"
+            self._named[body] = name
+            self._log.append((self._named, body))
+            self.rules.append(f"{name}: {body}")
+        return self._named[body]
+
+    def json(self, schema: Any) -> str:
+        """`%json` of a sub-schema, with the definitions its `$ref`s reach."""
+        if isinstance(schema, dict):
+            schema = {**schema, **self._definitions(schema), **self._draft}
+        return self.rule("%json " + self.json_text(schema), "j")
+
+    def _definitions(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """The root's `definitions` / `$defs` entries reachable from `schema`'s `$ref`s."""
+        found: dict[str, dict[str, Any]] = {}
+        todo = [schema]
+        while todo:
+            for sub, _ in subschemas(todo.pop()):
+                ref = sub.get("$ref")
+                if not isinstance(ref, str):
+                    continue
+                parts = ref[2:].split("/")
+                if len(parts) < 2 or parts[0] not in ("definitions", "$defs"):
+                    raise _Unsupported(ref)
+                section, name = parts[0], _unescape(parts[1])
+                table = self.root.get(section)
+                if not isinstance(table, dict) or name not in table:
+                    raise _Unsupported(ref)
+                if name not in found.setdefault(section, {}):
+                    found[section][name] = table[name]
+                    todo.append(table[name])
+        return found
+
+    def value(self, schema: Any) -> str:
+        """A lark expression for a value of `schema`: converted where an object in it takes
+        its members in another order than declared, else `%json` (the rules written for it
+        taken back: each costs compile time)."""
+        if not isinstance(schema, dict):
+            return self.json(schema)
+        keys = {k for k in schema if k not in ANNOTATIONS and k not in ("definitions", "$defs")}
+        if keys == {"$ref"}:
+            return self.ref(schema["$ref"])
+        mark = (len(self.rules), len(self._log), self.num_reordered, self.rules_left)
+        written = self._convert(schema, keys)
+        if written is None or self.num_reordered == mark[2]:
+            del self.rules[mark[0]:]
+            while len(self._log) > mark[1]:
+                table, key = self._log.pop()
+                del table[key]
+            self.num_reordered, self.rules_left = mark[2], mark[3]
+            return self.json(schema)
+        return written
+
+    def _convert(self, schema: dict[str, Any], keys: set[str]) -> str | None:
+        if keys == {"anyOf"} and isinstance(schema["anyOf"], list) and schema["anyOf"]:
+            alts = [self.value(b) for b in schema["anyOf"]]
+            return self.rule(" | ".join(dict.fromkeys(alts)))
+        types = schema.get("type")
+        if types == "array" and keys <= {"type", "items", "minItems", "maxItems"} and isinstance(
+                schema.get("items"), dict) and _count(schema.get("minItems", 0)) and _count(
+                schema.get("maxItems", 0)) and schema.get("minItems", 0) <= schema.get(
+                "maxItems", _MAX_ITEMS):
+            return self.array(schema)
+        objects = types is None and "properties" in schema or types == "object" or (
+            isinstance(types, list) and "object" in types)
+        if not objects or keys & (_ANY_TYPE_KEYS | _OBJECT_KEYS) - {
+                "anyOf", "properties", "required", "additionalProperties"}:
+            return None
+        branches = self.required_branches(schema)
+        written = [self.object(b) for b in branches] if branches is not None else [None]
+        if any(w is None for w in written):
+            return None
+        alts = [w for w in written if w]
+        others = _NOT_OBJECT if types is None else [t for t in types if t != "object"] if (
+            isinstance(types, list)) else []
+        if others:
+            rest = {k: v for k, v in schema.items() if k not in _OBJECT_KEYS and k != "anyOf"}
+            alts.append(self.json({**rest, "type": others}))
+        if not alts:
+            return None
+        return self.rule(" | ".join(alts)) if len(alts) > 1 else alts[0]
+
+    def ref(self, ref: str) -> str:
+        if ref not in self._refs:
+            self._refs[ref] = name = f"d{self._num_refs}"
+            self._num_refs += 1
+            self._log.append((self._refs, ref))
+            target = self._resolve(ref)
+            if isinstance(target, dict) and any(k in target for k in ("definitions", "$defs")):
+                # a nested definitions table: refs inside it are written against the root
+                target = {k: v for k, v in target.items() if k not in ("definitions", "$defs")}
+            self.rules.append(f"{name}: {self.value(target)}")
+        return self._refs[ref]
+
+    def _resolve(self, ref: str) -> Any:
+        node: Any = self.root
+        for part in ref[2:].split("/"):
+            part = _unescape(part)
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise _Unsupported(ref)
+        if ref.split("/")[1] not in ("definitions", "$defs"):
+            raise _Unsupported(ref)  # %json parts carry only the definitions tables
+        return node
+
+    def array(self, schema: dict[str, Any]) -> str:
+        item = self.value(schema["items"])
+        low, high = max(schema.get("minItems", 0), 1), schema.get("maxItems")
+        if high == 0:
+            return self.rule(f'"[" {self.ws}"]"')
+        more = f"{{{low - 1},}}" if high is None else f"{{{low - 1},{high - 1}}}"
+        items = f'"[" {self.ws}{item} ({self.comma}{item}){more} {self.ws}"]"'
+        if schema.get("minItems", 0) > 0:
+            return self.rule(items)
+        return self.rule(f'"[" {self.ws}"]" | {items}')
+
+    def required_branches(self, schema: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """The object as branches without `anyOf`: an `anyOf` of required-key sets (the
+        schema rewrites' output: `required` and properties set to false) is merged into the
+        object once per branch; any other `anyOf` None."""
+        if "anyOf" not in schema:
+            return [schema]
+        branches = schema["anyOf"]
+        if not isinstance(branches, list) or not branches:
+            return None
+        out = []
+        for b in branches:
+            if not isinstance(b, dict) or set(b) - ANNOTATIONS - {"required", "properties"}:
+                return None
+            absent = b.get("properties", {})
+            if not isinstance(absent, dict) or any(v is not False for v in absent.values()):
+                return None
+            props = {**schema.get("properties", {}), **absent}
+            required = list(dict.fromkeys([*schema.get("required", []),
+                                           *b.get("required", [])]))
+            out.append({**schema, "properties": props, "required": required})
+        return out
+
+    def object(self, schema: dict[str, Any]) -> str | None:
+        """The rules of one object; None: written as %json; "" no instance (a branch that
+        requires a key it forbids)."""
+        if len(self.rules) > MAX_LARK_RULES:
+            raise _Unsupported("too many rules")
+        props = schema.get("properties", {})
+        required = schema.get("required", [])
+        extra = schema.get("additionalProperties", True)
+        if not isinstance(props, dict) or not isinstance(required, list):
+            return None
+        names = [n for n, s in props.items() if s is not False]
+        if any(not isinstance(r, str) for r in required):
+            return None
+        if any(r not in names for r in required):
+            if any(props.get(r) is False for r in required):
+                return ""
+            return None  # a required key only additionalProperties could give
+        keys = [self.rule(" | ".join(dict.fromkeys(
+            lark_string(json.dumps(n, ensure_ascii=a)) for a in (False, True))), "k")
+            for n in names]
+        values = [self.value(props[n]) for n in names]
+        members = [self.rule(f"{k} {self.colon}{v}", "m") for k, v in zip(keys, values)]
+        extra_member = None
+        if extra is not False:
+            declared = "|".join(key_spellings(n) for n in props)
+            key = _regex(_EXTRA_KEY) + (f" & ~{_regex(declared)}" if declared else "")
+            extra_member = self.rule(f"{self.rule(key, 'K')} {self.colon}{self.value(extra)}",
+                                     "m")
+        need = [names.index(r) for r in required]
+        if len(names) > self.max_any_order or 1 << len(names) > self.rules_left:
+            return self._declared(members, need, extra_member)
+        self.rules_left -= 1 << len(names)
+        if len(names) + (extra_member is not None) >= 2:
+            self.num_reordered += 1
+        return self._states(members, need, extra_member)
+
+    def _declared(self, members: list[str], required: list[int], extra: str | None) -> str:
+        """An object past the size limit: its members in the declared order (each optional
+        one may be left out), extra members after them, as llguidance's JSON writes it.
+        `{name}_f{i}`: nothing written yet, the next member is i or later; `{name}_r{i}`: the
+        same after a member (a comma first)."""
+        name, n = f"o{len(self.rules)}", len(members)
+        more = extra is not None
+        self.rules.append(f'{name}: "{{" {self.ws}{name}_f0')
+        self.rules.append(f'{name}_f{n}: ' + (f"{extra} {name}_r{n} | " if more else "") + '"}"')
+        self.rules.append(f'{name}_r{n}: ' + (f"{self.comma}{extra} {name}_r{n} | " if more else "")
+                          + f'{self.ws}"}}"')
+        for i in reversed(range(n)):
+            skip = i not in required
+            self.rules.append(f"{name}_f{i}: {members[i]} {name}_r{i + 1}"
+                              + (f" | {name}_f{i + 1}" if skip else ""))
+            self.rules.append(f"{name}_r{i}: {self.comma}{members[i]} {name}_r{i + 1}"
+                              + (f" | {name}_r{i + 1}" if skip else ""))
+        return name
+
+    def _states(self, members: list[str], required: list[int], extra: str | None) -> str:
+        """`{`, then a rule per set of members written (bit i: member i). Extra members come
+        once every required one is written: a search for a short completion
+        (json_completion.py) then never loops on extra keys, nor does a model."""
+        name = f"o{len(self.rules)}"
+        need = sum(1 << i for i in required)
+
+        def then(written: int) -> list[str]:
+            alts = [f"{m} {name}_{written | 1 << i}" for i, m in enumerate(members)
+                    if not written >> i & 1]
+            more = extra is not None and written & need == need
+            return alts + ([f"{extra} {name}_{written}"] if more else [])
+
+        first = then(0) + (['"}"'] if not need else [])
+        self.rules.append(f'{name}: "{{" {self.ws}({" | ".join(first)})')
+        for written in range(1 << len(members)):
+            if written == 0 and (extra is None or need):
+                continue  # no member written yet: only `{` leads there
+            alts = [f"{self.comma}({' | '.join(then(written))})"] if then(written) else []
+            if written & need == need:
+                alts.append(f'{self.ws}"}}"')
+            self.rules.append(f"{name}_{written}: {' | '.join(alts)}")
+        return name
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MAX_ITEMS
+
+
+def _unescape(part: str) -> str:
+    return part.replace("~1", "/").replace("~0", "~")
