@@ -18,6 +18,9 @@ through that fails its schema) and it writes the same int32 token bitmask layout
   consumed;
 - `is_stopped` is true as soon as nothing but the end may follow; termination here means the
   stop id was accepted, as in xgrammar;
+- llguidance's JSON compiler writes an object's properties in the schema's order; a JSON
+  schema is compiled as lark whose objects take them in any order where json_any_order.py
+  applies (the schema's own compile otherwise);
 - llguidance has no bound on a JSON number's digits; with bounded numbers a JSON matcher
   follows the text it accepted (`Digits`) and, at 16 integer, 16 fraction or 3 exponent
   digits, masks out the tokens that would write more (as the xgrammar backend's number rules).

@@ -8,20 +8,26 @@ which each object it converts takes its members in any order:
 - an object with n properties (n <= `MAX_ANY_ORDER`) gets a rule per set of properties already
   written: the next member is any property not yet written, `}` only once every required one
   is written, so no key repeats and none that is required is missing;
-- an open object (additionalProperties absent, true or a schema) also takes extra members
-  anywhere; an extra key is any JSON string except every spelling of a declared name (`\\u`
-  escapes, `\\/`), so no escape can repeat a declared key or give it a value of another type
-  (extra keys among themselves: the repeated-key checks, json_keys.py);
+- an open object (additionalProperties absent, true or a schema) also takes extra members once
+  every required property is written (so a search for a short completion, or a model, cannot
+  wander among extra keys before the required ones); an extra key is a JSON string that is no
+  spelling of a declared name (as is, `\\/`, `\\u` escapes of non-ASCII characters; ASCII ones
+  may not be `\\u`-escaped in an extra key), so no escape can repeat a declared key or give it
+  a value of another type (extra keys among themselves: the repeated-key checks, json_keys.py);
 - a declared key is written as JSON text (the name as is, or with `\\u` escapes for non-ASCII);
-- everything else (strings, numbers, `oneOf`, `allOf`, objects past the size limit, objects
-  with keywords the conversion does not cover) is `%json` of its sub-schema with the request's
-  whitespace options, carrying the `definitions` / `$defs` its `$ref`s need; `$ref`s to objects
-  become rules (recursion stays recursion); arrays of converted items, `anyOf`, and the `anyOf`
-  of required-key sets the schema rewrites write are converted when a branch holds an object.
+- everything else (strings, numbers, `oneOf`, `allOf`, objects with keywords the conversion
+  does not cover: `patternProperties`, `minProperties`, ...) is `%json` of its sub-schema
+  with the request's whitespace options, carrying the `definitions` / `$defs` its `$ref`s
+  need; `$ref`s become rules (recursion stays recursion); arrays (`items`, `minItems`,
+  `maxItems`), `anyOf`, and the `anyOf` of required-key sets the schema rewrites write are
+  converted when an object inside them takes another order.
 
+Sizes: 2^n rules for n properties, and llguidance compiles a lark rule in ~20 us, so objects
+past `MAX_ANY_ORDER` properties, or past `MAX_ANY_ORDER_RULES` in one schema, keep declared
+order (their members still converted); a schema past `MAX_LARK_RULES` is not converted at all.
 None when nothing would change (no object with two or more members converted) or the schema
 has what the conversion cannot carry over (`$id`, remote or non-local `$ref`s): the caller then
-compiles the schema as it is.
+compiles the schema as it is (also when llguidance refuses the lark grammar).
 """
 
 from __future__ import annotations
@@ -80,6 +86,18 @@ def any_order_lark(schema: Any, json_text: Callable[[Any], str], any_whitespace:
     if not writer.num_reordered:
         return None
     return "\n".join([f"start: {start}", *writer.rules]) + "\n"
+
+
+def may_reorder(schema: Any) -> bool:
+    """Whether llguidance may take an object of `schema` in another order than declared (an
+    object with 2 to `MAX_ANY_ORDER` members): xgrammar, which keeps declared order, would then
+    accept less (grammar_compile.py promotes a hot schema only when both accept the same)."""
+    for sub, _ in subschemas(schema):
+        props = sub.get("properties")
+        if isinstance(props, dict) and 2 <= len(props) + (
+                sub.get("additionalProperties") is not False) and len(props) <= MAX_ANY_ORDER:
+            return True
+    return False
 
 
 def _without_annotations(schema: dict[str, Any]) -> dict[str, Any]:
@@ -321,7 +339,7 @@ class _Writer:
             key = _regex(_EXTRA_KEY) + (f" & ~{_regex(declared)}" if declared else "")
             extra_member = self.rule(f"{self.rule(key, 'K')} {self.colon}{self.value(extra)}",
                                      "m")
-        need = [names.index(r) for r in required]
+        need = sorted({names.index(r) for r in required})  # a key listed twice is one key
         if len(names) > self.max_any_order or 1 << len(names) > self.rules_left:
             return self._declared(members, need, extra_member)
         self.rules_left -= 1 << len(names)
