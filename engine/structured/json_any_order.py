@@ -321,13 +321,14 @@ class _Writer:
         extra = schema.get("additionalProperties", True)
         if not isinstance(props, dict) or not isinstance(required, list):
             return None
-        names = [n for n, s in props.items() if s is not False]
         if any(not isinstance(r, str) for r in required):
             return None
-        if any(r not in names for r in required):
-            if any(props.get(r) is False for r in required):
-                return ""
-            return None  # a required key only additionalProperties could give
+        if any(props.get(r) is False for r in required) or (extra is False and any(
+                r not in props for r in required)):
+            return ""
+        # a required key the properties do not list: a member whose value is an extra one's
+        props = {**props, **{r: extra for r in required if r not in props}}
+        names = [n for n, s in props.items() if s is not False]
         keys = [self.rule(" | ".join(dict.fromkeys(
             lark_string(json.dumps(n, ensure_ascii=a)) for a in (False, True))), "k")
             for n in names]

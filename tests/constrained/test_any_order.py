@@ -116,6 +116,15 @@ def test_open_objects_take_extra_members_after_the_required_ones(guidance: Gramm
     assert not _goes(guidance, schema, '{"zz": [1], "age": 7}', tok)
 
 
+def test_a_required_key_the_properties_do_not_list(guidance: Grammar, tok: Any) -> None:
+    schema = {**SCHEMA, "required": ["name", "id"], "additionalProperties": {"type": "integer"}}
+    assert _goes(guidance, schema, '{"id": 3, "name": "b"}', tok)
+    assert _goes(guidance, schema, '{"name": "b", "id": 3, "q": 4}', tok)
+    assert not _goes(guidance, schema, '{"name": "b", "q": 4}', tok)
+    assert not _goes(guidance, schema, '{"id": "3", "name": "b"}', tok)
+    assert not _goes(guidance, schema, '{"id": 3, "name": "b", "id": 4}', tok)
+
+
 def test_past_the_size_limit_an_object_keeps_declared_order(guidance: Grammar, tok: Any) -> None:
     names = [f"p{i}" for i in range(MAX_ANY_ORDER + 1)]
     big = {"type": "object", "properties": {n: {"type": "integer"} for n in names},
