@@ -32,7 +32,9 @@ compiles the schema as it is (also when llguidance refuses the lark grammar).
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -55,6 +57,7 @@ _OBJECT_KEYS = frozenset({
 # keywords that assert on every type: a node with one is written as %json (or its anyOf kept)
 _ANY_TYPE_KEYS = frozenset({"enum", "const", "anyOf", "oneOf", "allOf", "not", "if", "then",
                             "else", "$ref", "$dynamicRef", "$recursiveRef"})
+_MAX_BRANCHES = 32  # objects one anyOf / allOf of required-key sets may become
 _MAX_ITEMS = 1000  # array bounds written as lark repetitions up to this count
 _NOT_OBJECT = ["null", "boolean", "number", "string", "array"]
 # an extra key: a JSON string whose `\\u` escapes spell non-ASCII characters only (an ASCII one
@@ -236,7 +239,7 @@ class _Writer:
         objects = types is None and "properties" in schema or types == "object" or (
             isinstance(types, list) and "object" in types)
         if not objects or keys & (_ANY_TYPE_KEYS | _OBJECT_KEYS) - {
-                "anyOf", "properties", "required", "additionalProperties"}:
+                "anyOf", "allOf", "properties", "required", "additionalProperties"}:
             return None
         branches = self.required_branches(schema)
         written = [self.object(b) for b in branches] if branches is not None else [None]
@@ -246,7 +249,8 @@ class _Writer:
         others = _NOT_OBJECT if types is None else [t for t in types if t != "object"] if (
             isinstance(types, list)) else []
         if others:
-            rest = {k: v for k, v in schema.items() if k not in _OBJECT_KEYS and k != "anyOf"}
+            rest = {k: v for k, v in schema.items()
+                    if k not in _OBJECT_KEYS and k not in ("anyOf", "allOf")}
             alts.append(self.json({**rest, "type": others}))
         if not alts:
             return None
@@ -290,25 +294,30 @@ class _Writer:
         return self.rule(f'"[" {self.ws}"]" | {items}')
 
     def required_branches(self, schema: dict[str, Any]) -> list[dict[str, Any]] | None:
-        """The object as branches without `anyOf`: an `anyOf` of required-key sets (the
-        schema rewrites' output: `required` and properties set to false) is merged into the
-        object once per branch; any other `anyOf` None."""
-        if "anyOf" not in schema:
-            return [schema]
-        branches = schema["anyOf"]
-        if not isinstance(branches, list) or not branches:
+        """The object as branches without `anyOf` / `allOf`: an `anyOf` of required-key sets
+        (`required`, and properties set to false: the schema rewrites write them for `oneOf`
+        and `dependencies`), alone or under `allOf`, is merged into the object once per
+        choice of a branch from each; any other `anyOf` / `allOf` None."""
+        groups = [schema["anyOf"]] if "anyOf" in schema else []
+        every = schema.get("allOf", [])
+        if not isinstance(every, list):
+            return None
+        for item in every:
+            if isinstance(item, dict) and set(item) - ANNOTATIONS == {"anyOf"}:
+                groups.append(item["anyOf"])
+            else:
+                groups.append([item])
+        if not all(isinstance(g, list) and g and all(_key_set(b) for b in g) for g in groups):
+            return None
+        if math.prod(len(g) for g in groups) > _MAX_BRANCHES:
             return None
         out = []
-        for b in branches:
-            if not isinstance(b, dict) or set(b) - ANNOTATIONS - {"required", "properties"}:
-                return None
-            absent = b.get("properties", {})
-            if not isinstance(absent, dict) or any(v is not False for v in absent.values()):
-                return None
-            props = {**schema.get("properties", {}), **absent}
-            required = list(dict.fromkeys([*schema.get("required", []),
-                                           *b.get("required", [])]))
-            out.append({**schema, "properties": props, "required": required})
+        for choice in itertools.product(*groups):
+            props, required = dict(schema.get("properties", {})), list(schema.get("required", []))
+            for b in choice:
+                props.update(b.get("properties", {}))
+                required.extend(b.get("required", []))
+            out.append({**schema, "properties": props, "required": list(dict.fromkeys(required))})
         return out
 
     def object(self, schema: dict[str, Any]) -> str | None:
@@ -390,6 +399,14 @@ class _Writer:
                 alts.append(f'{self.ws}"}}"')
             self.rules.append(f"{name}_{written}: {' | '.join(alts)}")
         return name
+
+
+def _key_set(branch: Any) -> bool:
+    """Whether a branch says only which keys are present (`required`) or absent (false)."""
+    return isinstance(branch, dict) and not set(branch) - ANNOTATIONS - {
+        "required", "properties"} and isinstance(branch.get("required", []), list) and isinstance(
+        branch.get("properties", {}), dict) and all(
+        v is False for v in branch.get("properties", {}).values())
 
 
 def _count(value: Any) -> bool:

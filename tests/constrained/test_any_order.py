@@ -181,6 +181,16 @@ def test_required_key_sets_of_a_rewritten_one_of(guidance: Grammar, tok: Any) ->
                      tok)
 
 
+def test_required_key_sets_under_all_of(guidance: Grammar, tok: Any) -> None:
+    # dependentRequired, rewritten for llguidance as allOf [anyOf [a absent, a and b present]]
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
+                                               "c": {"type": "integer"}},
+              "dependentRequired": {"a": ["b"]}, "additionalProperties": False}
+    assert _goes(guidance, schema, '{"b": 1, "a": 2}', tok)
+    assert _goes(guidance, schema, '{"c": 1, "b": 1}', tok)
+    assert not _goes(guidance, schema, '{"c": 1, "a": 2}', tok)
+
+
 def test_digits_stay_bounded_in_any_order(guidance: Grammar, tok: Any) -> None:
     assert _goes(guidance, SCHEMA, '{"age": 1234567890123456, "name": "b"}', tok)
     assert not _goes(guidance, SCHEMA, '{"age": 12345678901234567, "name": "b"}', tok)
