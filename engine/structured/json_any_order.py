@@ -35,10 +35,10 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
+from thinkgate.engine.structured.json_object_lark import WS, any_order, declared_order, extra_key
 from thinkgate.engine.structured.json_schema_rules import ANNOTATIONS, subschemas
 from thinkgate.engine.structured.lark_tags import lark_string
 
@@ -60,13 +60,6 @@ _ANY_TYPE_KEYS = frozenset({"enum", "const", "anyOf", "oneOf", "allOf", "not", "
 _MAX_BRANCHES = 32  # objects one anyOf / allOf of required-key sets may become
 _MAX_ITEMS = 1000  # array bounds written as lark repetitions up to this count
 _NOT_OBJECT = ["null", "boolean", "number", "string", "array"]
-# an extra key: a JSON string whose `\\u` escapes spell non-ASCII characters only (an ASCII one
-# has its own spelling), so the spellings of the declared names to keep out stay short
-_EXTRA_KEY = (r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u(?:00[89a-fA-F][0-9a-fA-F]'
-              r'|0[1-9a-fA-F][0-9a-fA-F]{2}|[1-9a-fA-F][0-9a-fA-F]{3}))*"')
-_WS = r"/[\x20\t]{1,2}(\n[\x20\t]{0,48})?|\n[\x20\t]{0,48}/"
-_SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r",
-                  "\t": "t"}
 
 
 class _Unsupported(Exception):
@@ -126,30 +119,6 @@ def _local_refs_only(schema: dict[str, Any]) -> bool:
     return True
 
 
-def key_spellings(name: str) -> str:
-    """A regex of the spellings of `name` an extra key (`_EXTRA_KEY`) could take: each
-    character as is or as its short escape, a non-ASCII one also as `\\u` escapes (either
-    case)."""
-    out = []
-    for ch in name:
-        code = ord(ch)
-        alts = [re.escape("\\" + _SHORT_ESCAPES[ch])] if ch in _SHORT_ESCAPES else []
-        if ch not in '"\\' and code >= 0x20:
-            alts.append(re.escape(ch))
-        if code >= 0x80:
-            units = [code] if code < 0x10000 else [0xD800 + ((code - 0x10000) >> 10),
-                                                      0xDC00 + ((code - 0x10000) & 0x3FF)]
-            alts.append("".join(r"\\u" + "".join(
-                f"[{h.lower()}{h.upper()}]" if h.isalpha() else h for h in f"{u:04x}")
-                for u in units))
-        out.append(alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")")
-    return '"' + "".join(out) + '"'
-
-
-def _regex(pattern: str) -> str:
-    return "/" + pattern.replace("/", "\\/") + "/"
-
-
 class _Writer:
     def __init__(self, root: dict[str, Any], json_text: Callable[[Any], str],
                  any_whitespace: bool, max_any_order: int, max_rules: int) -> None:
@@ -167,7 +136,7 @@ class _Writer:
         # llguidance's JSON separators: compact ", " / ": ", or WS around any token
         self.ws = "WS? " if any_whitespace else ""
         if any_whitespace:
-            self.rules.append(f"WS: {_WS}")
+            self.rules.append(f"WS: {WS}")
         self.colon = f'{self.ws}":" {self.ws}' if any_whitespace else '": " '
         self.comma = f'{self.ws}"," {self.ws}' if any_whitespace else '", " '
 
@@ -345,60 +314,20 @@ class _Writer:
         members = [self.rule(f"{k} {self.colon}{v}", "m") for k, v in zip(keys, values)]
         extra_member = None
         if extra is not False:
-            declared = "|".join(key_spellings(n) for n in props)
-            key = _regex(_EXTRA_KEY) + (f" & ~{_regex(declared)}" if declared else "")
-            extra_member = self.rule(f"{self.rule(key, 'K')} {self.colon}{self.value(extra)}",
-                                     "m")
+            key = self.rule(extra_key(list(props)), "K")
+            extra_member = self.rule(f"{key} {self.colon}{self.value(extra)}", "m")
         need = sorted({names.index(r) for r in required})  # a key listed twice is one key
+        name = f"o{len(self.rules)}"
         if len(names) > self.max_any_order or 1 << len(names) > self.rules_left:
-            return self._declared(members, need, extra_member)
+            self.rules.extend(declared_order(name, members, need, extra_member, self.ws,
+                                             self.comma))
+            return name
         self.rules_left -= 1 << len(names)
         if len(names) + (extra_member is not None) >= 2:
             self.num_reordered += 1
-        return self._states(members, need, extra_member)
-
-    def _declared(self, members: list[str], required: list[int], extra: str | None) -> str:
-        """An object past the size limit: its members in the declared order (each optional
-        one may be left out), extra members after them, as llguidance's JSON writes it.
-        `{name}_f{i}`: nothing written yet, the next member is i or later; `{name}_r{i}`: the
-        same after a member (a comma first)."""
-        name, n = f"o{len(self.rules)}", len(members)
-        more = extra is not None
-        self.rules.append(f'{name}: "{{" {self.ws}{name}_f0')
-        self.rules.append(f'{name}_f{n}: ' + (f"{extra} {name}_r{n} | " if more else "") + '"}"')
-        self.rules.append(f'{name}_r{n}: ' + (f"{self.comma}{extra} {name}_r{n} | " if more else "")
-                          + f'{self.ws}"}}"')
-        for i in reversed(range(n)):
-            skip = i not in required
-            self.rules.append(f"{name}_f{i}: {members[i]} {name}_r{i + 1}"
-                              + (f" | {name}_f{i + 1}" if skip else ""))
-            self.rules.append(f"{name}_r{i}: {self.comma}{members[i]} {name}_r{i + 1}"
-                              + (f" | {name}_r{i + 1}" if skip else ""))
+        self.rules.extend(any_order(name, members, need, extra_member, self.ws, self.comma))
         return name
 
-    def _states(self, members: list[str], required: list[int], extra: str | None) -> str:
-        """`{`, then a rule per set of members written (bit i: member i). Extra members come
-        once every required one is written: a search for a short completion
-        (json_completion.py) then never loops on extra keys, nor does a model."""
-        name = f"o{len(self.rules)}"
-        need = sum(1 << i for i in required)
-
-        def then(written: int) -> list[str]:
-            alts = [f"{m} {name}_{written | 1 << i}" for i, m in enumerate(members)
-                    if not written >> i & 1]
-            more = extra is not None and written & need == need
-            return alts + ([f"{extra} {name}_{written}"] if more else [])
-
-        first = then(0) + (['"}"'] if not need else [])
-        self.rules.append(f'{name}: "{{" {self.ws}({" | ".join(first)})')
-        for written in range(1 << len(members)):
-            if written == 0 and (extra is None or need):
-                continue  # no member written yet: only `{` leads there
-            alts = [f"{self.comma}({' | '.join(then(written))})"] if then(written) else []
-            if written & need == need:
-                alts.append(f'{self.ws}"}}"')
-            self.rules.append(f"{name}_{written}: {' | '.join(alts)}")
-        return name
 
 
 def _key_set(branch: Any) -> bool:
