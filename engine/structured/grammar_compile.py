@@ -6,7 +6,8 @@ the first backend that compiles it (backend.py: `auto`, or the one the engine wa
 with); a bad schema, regex, EBNF grammar or structural tag, or one no backend enforces fully,
 raises `ValueError` naming it. `prefetch` compiles on two lower-priority threads, off the step
 loop. A hot JSON schema that xgrammar enforces exactly as llguidance moves to xgrammar's faster
-masks once a background compile is done (`_promote`).
+masks once a background compile is done (`_promote`); not one whose objects llguidance takes in
+any order (json_any_order.py), as xgrammar keeps the declared one.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from thinkgate.engine.structured.canonical import (
     _check_schema,
     canonical_constraint,
 )
+from thinkgate.engine.structured.json_any_order import may_reorder
 from thinkgate.engine.structured.json_schema_rules import (
     closed_objects,
     map_tag_schemas,
@@ -182,14 +184,16 @@ class GrammarCompileCache:
     def _promote(self, key: Any, kind: str, text: str, params: StructuredOutputsParams,
                  bound: bool) -> None:
         """A hot JSON schema (asked for again) that xgrammar enforces exactly as llguidance
-        (`promotable`) is compiled by xgrammar on a compile thread; once ready, later requests
-        get xgrammar's matchers, whose masks cost a fraction of llguidance's (running requests
-        keep theirs). Called under the lock; at most once per cache entry."""
+        (`promotable`, and no object llguidance takes in any order: `may_reorder`) is compiled
+        by xgrammar on a compile thread; once ready, later requests get xgrammar's matchers,
+        whose masks cost a fraction of llguidance's (running requests keep theirs). Called
+        under the lock; at most once per cache entry."""
         if len(self._promotion_tried) > 4 * self.max_entries:
             self._promotion_tried.clear()
         self._promotion_tried.add(key)
         if (self.backend != "auto" or kind != "json" or not params.disable_any_whitespace
-                or len(text) > SYNC_CHECK_CHARS or not promotable(json.loads(text))):
+                or len(text) > SYNC_CHECK_CHARS or not promotable(schema := json.loads(text))
+                or may_reorder(schema)):
             return
 
         def compile_with_xgrammar() -> None:

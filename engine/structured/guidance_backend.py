@@ -18,6 +18,9 @@ through that fails its schema) and it writes the same int32 token bitmask layout
   consumed;
 - `is_stopped` is true as soon as nothing but the end may follow; termination here means the
   stop id was accepted, as in xgrammar;
+- llguidance's JSON compiler writes an object's properties in the schema's order; a JSON
+  schema is compiled as lark whose objects take them in any order where json_any_order.py
+  applies (the schema's own compile otherwise);
 - llguidance has no bound on a JSON number's digits; with bounded numbers a JSON matcher
   follows the text it accepted (`Digits`) and, at 16 integer, 16 fraction or 3 exponent
   digits, masks out the tokens that would write more (as the xgrammar backend's number rules).
@@ -41,6 +44,7 @@ from thinkgate.engine.structured.canonical import (
     canonical_tag,
 )
 from thinkgate.engine.structured.guidance_digits import Digits, leading_digits
+from thinkgate.engine.structured.json_any_order import MAX_ANY_ORDER_CHARS, any_order_lark
 from thinkgate.engine.structured.json_schema_rules import (
     allows_free_keys,
     subschemas,
@@ -185,9 +189,13 @@ class GuidanceBackend:
         llguidance's reason when it refuses."""
         if kind in ("json", "json_object"):
             schema = rewrite_for_guidance(json.loads(text))
+            free = kind == "json_object" or allows_free_keys(schema)
+            matcher = (self._any_order(schema, any_whitespace)
+                       if kind == "json" and len(text) <= MAX_ANY_ORDER_CHARS else None)
+            if matcher is not None:
+                return (matcher, bound_numbers), free
             options = _ANY_WHITESPACE if any_whitespace else _COMPACT
             grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, defaults=options)
-            free = kind == "json_object" or allows_free_keys(schema)
         elif kind == "regex":
             grammar, free = llguidance.LLMatcher.grammar_from_regex(text), False
         elif kind in ("grammar", "choice"):
@@ -204,6 +212,20 @@ class GuidanceBackend:
             raise ValueError(f"structured_outputs.{kind}: the guidance backend cannot compile "
                              f"it: {reason}")
         return (matcher, bound_numbers and kind in ("json", "json_object")), free
+
+    def _any_order(self, schema: Any, any_whitespace: bool) -> llguidance.LLMatcher | None:
+        """A matcher whose objects take their properties in any order (json_any_order.py), or
+        None where that does not apply or llguidance refuses the grammar (the schema is then
+        compiled as it is, and refused there with llguidance's reason)."""
+        def json_text(sub: Any) -> str:
+            return _json_text(json.dumps(sub, separators=(",", ":")), any_whitespace)
+
+        lark = any_order_lark(schema, json_text, any_whitespace)
+        if lark is None:
+            return None
+        matcher = llguidance.LLMatcher(self.tokenizer,
+                                       llguidance.LLMatcher.grammar_from_lark(lark))
+        return None if matcher.is_error() else matcher
 
     def _compile_tag(self, tag: Any, any_whitespace: bool,
                      bound_numbers: bool) -> tuple[Any, bool]:

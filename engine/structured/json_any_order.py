@@ -1,0 +1,346 @@
+"""A JSON schema as llguidance lark in which an object's properties may come in any order.
+
+JSON Schema does not fix the order of an object's properties, but llguidance's JSON compiler
+(and xgrammar's) writes them in the order the schema lists them, so a valid instance in
+another order is refused. `any_order_lark(schema, ...)` writes the schema as a lark grammar in
+which each object it converts takes its members in any order:
+
+- an object with n properties (n <= `MAX_ANY_ORDER`) gets a rule per set of properties already
+  written: the next member is any property not yet written, `}` only once every required one
+  is written, so no key repeats and none that is required is missing;
+- an open object (additionalProperties absent, true or a schema) also takes extra members once
+  every required property is written (so a search for a short completion, or a model, cannot
+  wander among extra keys before the required ones); an extra key is a JSON string that is no
+  spelling of a declared name (as is, `\\/`, `\\u` escapes of non-ASCII characters; ASCII ones
+  may not be `\\u`-escaped in an extra key), so no escape can repeat a declared key or give it
+  a value of another type (extra keys among themselves: the repeated-key checks, json_keys.py);
+- a declared key is written as JSON text (the name as is, or with `\\u` escapes for non-ASCII);
+- everything else (strings, numbers, `oneOf`, `allOf`, objects with keywords the conversion
+  does not cover: `patternProperties`, `minProperties`, ...) is `%json` of its sub-schema
+  with the request's whitespace options, carrying the `definitions` / `$defs` its `$ref`s
+  need; `$ref`s become rules (recursion stays recursion); arrays (`items`, `minItems`,
+  `maxItems`), `anyOf`, and the `anyOf` of required-key sets the schema rewrites write are
+  converted when an object inside them takes another order.
+
+Sizes: 2^n rules for n properties, and llguidance compiles a lark rule in ~20 us, so objects
+past `MAX_ANY_ORDER` properties, or past `MAX_ANY_ORDER_RULES` in one schema, keep declared
+order (their members still converted); a schema past `MAX_LARK_RULES` is not converted at all.
+None when nothing would change (no object with two or more members converted) or the schema
+has what the conversion cannot carry over (`$id`, remote or non-local `$ref`s): the caller then
+compiles the schema as it is (also when llguidance refuses the lark grammar).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+from thinkgate.engine.structured.json_object_lark import WS, any_order, declared_order, extra_key
+from thinkgate.engine.structured.json_schema_rules import ANNOTATIONS, subschemas
+from thinkgate.engine.structured.lark_tags import lark_string
+
+# Rules per object grow as 2^n: above this many properties an object keeps declared order, and
+# so does every object past this many any-order rules in one schema (compile time).
+MAX_ANY_ORDER = 6
+MAX_ANY_ORDER_RULES = 256
+# Larger schemas (canonical text, or lark rules) keep declared order everywhere: llguidance
+# compiles a lark rule in ~20 us, and their compile time is spent already
+MAX_ANY_ORDER_CHARS = 16_000
+MAX_LARK_RULES = 400
+_OBJECT_KEYS = frozenset({
+    "properties", "required", "additionalProperties", "minProperties", "maxProperties",
+    "patternProperties", "propertyNames", "dependencies", "dependentRequired",
+    "dependentSchemas", "unevaluatedProperties"})
+# keywords that assert on every type: a node with one is written as %json (or its anyOf kept)
+_ANY_TYPE_KEYS = frozenset({"enum", "const", "anyOf", "oneOf", "allOf", "not", "if", "then",
+                            "else", "$ref", "$dynamicRef", "$recursiveRef"})
+_MAX_BRANCHES = 32  # objects one anyOf / allOf of required-key sets may become
+_MAX_ITEMS = 1000  # array bounds written as lark repetitions up to this count
+_NOT_OBJECT = ["null", "boolean", "number", "string", "array"]
+
+
+class _Unsupported(Exception):
+    """The schema holds something the conversion cannot carry over."""
+
+
+def any_order_lark(schema: Any, json_text: Callable[[Any], str], any_whitespace: bool,
+                   max_any_order: int = MAX_ANY_ORDER,
+                   max_rules: int = MAX_ANY_ORDER_RULES) -> str | None:
+    """The lark grammar of `schema` with its objects in any order (module docstring), or None.
+    json_text: a sub-schema -> the text `%json` takes (with the request's options)."""
+    if not isinstance(schema, dict) or not _local_refs_only(schema):
+        return None
+    writer = _Writer(_without_annotations(schema), json_text, any_whitespace, max_any_order,
+                     max_rules)
+    try:
+        start = writer.value(writer.root)
+    except _Unsupported:
+        return None
+    if not writer.num_reordered:
+        return None
+    return "\n".join([f"start: {start}", *writer.rules]) + "\n"
+
+
+def may_reorder(schema: Any) -> bool:
+    """Whether llguidance may take an object of `schema` in another order than declared (an
+    object with 2 to `MAX_ANY_ORDER` members): xgrammar, which keeps declared order, would then
+    accept less (grammar_compile.py promotes a hot schema only when both accept the same)."""
+    for sub, _ in subschemas(schema):
+        props = sub.get("properties")
+        if isinstance(props, dict) and 2 <= len(props) + (
+                sub.get("additionalProperties") is not False) and len(props) <= MAX_ANY_ORDER:
+            return True
+    return False
+
+
+def _without_annotations(schema: dict[str, Any]) -> dict[str, Any]:
+    """A copy without the keywords that assert nothing (descriptions, examples: most of the
+    text of real schemas, which each `%json` part would otherwise carry)."""
+    copy = json.loads(json.dumps(schema))
+    for sub, _ in subschemas(copy):
+        for key in [k for k in sub if k in ANNOTATIONS and k != "$schema" or k.startswith("x-")]:
+            del sub[key]
+    return copy
+
+
+def _local_refs_only(schema: dict[str, Any]) -> bool:
+    """Whether every `$ref` points into this document (and no `$id` moves a base)."""
+    for sub, path in subschemas(schema):
+        if path and (isinstance(sub.get("$id"), str) or isinstance(sub.get("id"), str)):
+            return False
+        if "$anchor" in sub or "$dynamicRef" in sub or "$recursiveRef" in sub:
+            return False
+        ref = sub.get("$ref")
+        if ref is not None and (not isinstance(ref, str) or not ref.startswith("#/")):
+            return False
+    return True
+
+
+class _Writer:
+    def __init__(self, root: dict[str, Any], json_text: Callable[[Any], str],
+                 any_whitespace: bool, max_any_order: int, max_rules: int) -> None:
+        self.root = root
+        self.rules_left = max_rules  # any-order state rules this schema may still write
+        self.json_text = json_text
+        self.max_any_order = max_any_order
+        self.rules: list[str] = []
+        self._named: dict[str, str] = {}
+        self._refs: dict[str, str] = {}
+        self._num_refs = 0  # never taken back: a name is never reused
+        self._log: list[tuple[dict[str, str], str]] = []  # entries to take back with rules
+        self.num_reordered = 0  # objects whose members may now come in another order
+        self._draft = {"$schema": root["$schema"]} if isinstance(root.get("$schema"), str) else {}
+        # llguidance's JSON separators: compact ", " / ": ", or WS around any token
+        self.ws = "WS? " if any_whitespace else ""
+        if any_whitespace:
+            self.rules.append(f"WS: {WS}")
+        self.colon = f'{self.ws}":" {self.ws}' if any_whitespace else '": " '
+        self.comma = f'{self.ws}"," {self.ws}' if any_whitespace else '", " '
+
+    def rule(self, body: str, prefix: str = "r") -> str:
+        if body not in self._named:
+            name = f"{prefix}{len(self.rules)}"
+            self._named[body] = name
+            self._log.append((self._named, body))
+            self.rules.append(f"{name}: {body}")
+        return self._named[body]
+
+    def json(self, schema: Any) -> str:
+        """`%json` of a sub-schema, with the definitions its `$ref`s reach."""
+        if isinstance(schema, dict):
+            schema = {**schema, **self._definitions(schema), **self._draft}
+        return self.rule("%json " + self.json_text(schema), "j")
+
+    def _definitions(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """The root's `definitions` / `$defs` entries reachable from `schema`'s `$ref`s."""
+        found: dict[str, dict[str, Any]] = {}
+        todo = [schema]
+        while todo:
+            for sub, _ in subschemas(todo.pop()):
+                ref = sub.get("$ref")
+                if not isinstance(ref, str):
+                    continue
+                parts = ref[2:].split("/")
+                if len(parts) < 2 or parts[0] not in ("definitions", "$defs"):
+                    raise _Unsupported(ref)
+                section, name = parts[0], _unescape(parts[1])
+                table = self.root.get(section)
+                if not isinstance(table, dict) or name not in table:
+                    raise _Unsupported(ref)
+                if name not in found.setdefault(section, {}):
+                    found[section][name] = table[name]
+                    todo.append(table[name])
+        return found
+
+    def value(self, schema: Any) -> str:
+        """A lark expression for a value of `schema`: converted where an object in it takes
+        its members in another order than declared, else `%json` (the rules written for it
+        taken back: each costs compile time)."""
+        if not isinstance(schema, dict):
+            return self.json(schema)
+        keys = {k for k in schema if k not in ANNOTATIONS and k not in ("definitions", "$defs")}
+        if keys == {"$ref"}:
+            return self.ref(schema["$ref"])
+        mark = (len(self.rules), len(self._log), self.num_reordered, self.rules_left)
+        written = self._convert(schema, keys)
+        if written is None or self.num_reordered == mark[2]:
+            del self.rules[mark[0]:]
+            while len(self._log) > mark[1]:
+                table, key = self._log.pop()
+                del table[key]
+            self.num_reordered, self.rules_left = mark[2], mark[3]
+            return self.json(schema)
+        return written
+
+    def _convert(self, schema: dict[str, Any], keys: set[str]) -> str | None:
+        if keys == {"anyOf"} and isinstance(schema["anyOf"], list) and schema["anyOf"]:
+            alts = [self.value(b) for b in schema["anyOf"]]
+            return self.rule(" | ".join(dict.fromkeys(alts)))
+        types = schema.get("type")
+        if types == "array" and keys <= {"type", "items", "minItems", "maxItems"} and isinstance(
+                schema.get("items"), dict) and _count(schema.get("minItems", 0)) and _count(
+                schema.get("maxItems", 0)) and schema.get("minItems", 0) <= schema.get(
+                "maxItems", _MAX_ITEMS):
+            return self.array(schema)
+        objects = types is None and "properties" in schema or types == "object" or (
+            isinstance(types, list) and "object" in types)
+        if not objects or keys & (_ANY_TYPE_KEYS | _OBJECT_KEYS) - {
+                "anyOf", "allOf", "properties", "required", "additionalProperties"}:
+            return None
+        branches = self.required_branches(schema)
+        written = [self.object(b) for b in branches] if branches is not None else [None]
+        if any(w is None for w in written):
+            return None
+        alts = [w for w in written if w]
+        others = _NOT_OBJECT if types is None else [t for t in types if t != "object"] if (
+            isinstance(types, list)) else []
+        if others:
+            rest = {k: v for k, v in schema.items()
+                    if k not in _OBJECT_KEYS and k not in ("anyOf", "allOf")}
+            alts.append(self.json({**rest, "type": others}))
+        if not alts:
+            return None
+        return self.rule(" | ".join(alts)) if len(alts) > 1 else alts[0]
+
+    def ref(self, ref: str) -> str:
+        if ref not in self._refs:
+            self._refs[ref] = name = f"d{self._num_refs}"
+            self._num_refs += 1
+            self._log.append((self._refs, ref))
+            target = self._resolve(ref)
+            if isinstance(target, dict) and any(k in target for k in ("definitions", "$defs")):
+                # a nested definitions table: refs inside it are written against the root
+                target = {k: v for k, v in target.items() if k not in ("definitions", "$defs")}
+            self.rules.append(f"{name}: {self.value(target)}")
+        return self._refs[ref]
+
+    def _resolve(self, ref: str) -> Any:
+        node: Any = self.root
+        for part in ref[2:].split("/"):
+            part = _unescape(part)
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise _Unsupported(ref)
+        if ref.split("/")[1] not in ("definitions", "$defs"):
+            raise _Unsupported(ref)  # %json parts carry only the definitions tables
+        return node
+
+    def array(self, schema: dict[str, Any]) -> str:
+        item = self.value(schema["items"])
+        low, high = max(schema.get("minItems", 0), 1), schema.get("maxItems")
+        if high == 0:
+            return self.rule(f'"[" {self.ws}"]"')
+        more = f"{{{low - 1},}}" if high is None else f"{{{low - 1},{high - 1}}}"
+        items = f'"[" {self.ws}{item} ({self.comma}{item}){more} {self.ws}"]"'
+        if schema.get("minItems", 0) > 0:
+            return self.rule(items)
+        return self.rule(f'"[" {self.ws}"]" | {items}')
+
+    def required_branches(self, schema: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """The object as branches without `anyOf` / `allOf`: an `anyOf` of required-key sets
+        (`required`, and properties set to false: the schema rewrites write them for `oneOf`
+        and `dependencies`), alone or under `allOf`, is merged into the object once per
+        choice of a branch from each; any other `anyOf` / `allOf` None."""
+        groups = [schema["anyOf"]] if "anyOf" in schema else []
+        every = schema.get("allOf", [])
+        if not isinstance(every, list):
+            return None
+        for item in every:
+            if isinstance(item, dict) and set(item) - ANNOTATIONS == {"anyOf"}:
+                groups.append(item["anyOf"])
+            else:
+                groups.append([item])
+        if not all(isinstance(g, list) and g and all(_key_set(b) for b in g) for g in groups):
+            return None
+        if math.prod(len(g) for g in groups) > _MAX_BRANCHES:
+            return None
+        out = []
+        for choice in itertools.product(*groups):
+            props, required = dict(schema.get("properties", {})), list(schema.get("required", []))
+            for b in choice:
+                props.update(b.get("properties", {}))
+                required.extend(b.get("required", []))
+            out.append({**schema, "properties": props, "required": list(dict.fromkeys(required))})
+        return out
+
+    def object(self, schema: dict[str, Any]) -> str | None:
+        """The rules of one object; None: written as %json; "" no instance (a branch that
+        requires a key it forbids)."""
+        if len(self.rules) > MAX_LARK_RULES:
+            raise _Unsupported("too many rules")
+        props = schema.get("properties", {})
+        required = schema.get("required", [])
+        extra = schema.get("additionalProperties", True)
+        if not isinstance(props, dict) or not isinstance(required, list):
+            return None
+        if any(not isinstance(r, str) for r in required):
+            return None
+        if any(props.get(r) is False for r in required) or (extra is False and any(
+                r not in props for r in required)):
+            return ""
+        # a required key the properties do not list: a member whose value is an extra one's
+        props = {**props, **{r: extra for r in required if r not in props}}
+        names = [n for n, s in props.items() if s is not False]
+        keys = [self.rule(" | ".join(dict.fromkeys(
+            lark_string(json.dumps(n, ensure_ascii=a)) for a in (False, True))), "k")
+            for n in names]
+        values = [self.value(props[n]) for n in names]
+        members = [self.rule(f"{k} {self.colon}{v}", "m") for k, v in zip(keys, values)]
+        extra_member = None
+        if extra is not False:
+            key = self.rule(extra_key(list(props)), "K")
+            extra_member = self.rule(f"{key} {self.colon}{self.value(extra)}", "m")
+        need = sorted({names.index(r) for r in required})  # a key listed twice is one key
+        name = f"o{len(self.rules)}"
+        if len(names) > self.max_any_order or 1 << len(names) > self.rules_left:
+            self.rules.extend(declared_order(name, members, need, extra_member, self.ws,
+                                             self.comma))
+            return name
+        self.rules_left -= 1 << len(names)
+        if len(names) + (extra_member is not None) >= 2:
+            self.num_reordered += 1
+        self.rules.extend(any_order(name, members, need, extra_member, self.ws, self.comma))
+        return name
+
+
+
+def _key_set(branch: Any) -> bool:
+    """Whether a branch says only which keys are present (`required`) or absent (false)."""
+    return isinstance(branch, dict) and not set(branch) - ANNOTATIONS - {
+        "required", "properties"} and isinstance(branch.get("required", []), list) and isinstance(
+        branch.get("properties", {}), dict) and all(
+        v is False for v in branch.get("properties", {}).values())
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MAX_ITEMS
+
+
+def _unescape(part: str) -> str:
+    return part.replace("~1", "/").replace("~0", "~")

@@ -1,0 +1,100 @@
+"""The lark rules of one JSON object's members (json_any_order.py writes the rest of a schema).
+
+An object is `{`, members separated by the request's item separator, `}`; a member is a key
+rule, the key separator and a value rule (all written by the caller). `any_order` writes a rule
+per set of members written (2^n for n members): the next member is any not yet written, `}`
+once the required ones are all in, extra members (an open object's) once the required ones are
+in. `declared_order` writes the members in their order, each optional one skippable, extra
+members after them (what llguidance's JSON compiler accepts), in 2n + 2 rules. `extra_key` is
+the terminal of an extra member's key: a JSON string that is no spelling of a declared name.
+The separators are llguidance's JSON ones: compact `", "` / `": "`, or `WS?` around each token
+(`WS`: its whitespace pattern).
+"""
+
+from __future__ import annotations
+
+import re
+
+# an extra key: a JSON string whose `\u` escapes spell non-ASCII characters only (an ASCII one
+# has its own spelling), so the spellings of the declared names to keep out stay short
+EXTRA_KEY = (r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u(?:00[89a-fA-F][0-9a-fA-F]'
+             r'|0[1-9a-fA-F][0-9a-fA-F]{2}|[1-9a-fA-F][0-9a-fA-F]{3}))*"')
+WS = r"/[\x20\t]{1,2}(\n[\x20\t]{0,48})?|\n[\x20\t]{0,48}/"
+_SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r",
+                  "\t": "t"}
+
+
+def key_spellings(name: str) -> str:
+    """A regex of the spellings of `name` an extra key (`EXTRA_KEY`) could take: each
+    character as is or as its short escape, a non-ASCII one also as `\\u` escapes (either
+    case)."""
+    out = []
+    for ch in name:
+        code = ord(ch)
+        alts = [re.escape("\\" + _SHORT_ESCAPES[ch])] if ch in _SHORT_ESCAPES else []
+        if ch not in '"\\' and code >= 0x20:
+            alts.append(re.escape(ch))
+        if code >= 0x80:
+            units = [code] if code < 0x10000 else [0xD800 + ((code - 0x10000) >> 10),
+                                                      0xDC00 + ((code - 0x10000) & 0x3FF)]
+            alts.append("".join(r"\\u" + "".join(
+                f"[{h.lower()}{h.upper()}]" if h.isalpha() else h for h in f"{u:04x}")
+                for u in units))
+        out.append(alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")")
+    return '"' + "".join(out) + '"'
+
+
+def any_order(name: str, members: list[str], required: list[int], extra: str | None, ws: str,
+              comma: str) -> list[str]:
+    """The rules of object `name` (`members`: member rule names, `required`: their indices,
+    `extra`: an extra member's rule or None): `{`, then a rule per set of members written
+    (bit i: member i). Extra members come once every required one is written: a search for
+    a short completion (json_completion.py) then never loops on extra keys, nor does a
+    model."""
+    need = sum(1 << i for i in required)
+
+    def then(written: int) -> list[str]:
+        alts = [f"{m} {name}_{written | 1 << i}" for i, m in enumerate(members)
+                if not written >> i & 1]
+        more = extra is not None and written & need == need
+        return alts + ([f"{extra} {name}_{written}"] if more else [])
+
+    first = then(0) + (['"}"'] if not need else [])
+    rules = [f'{name}: "{{" {ws}({" | ".join(first)})']
+    for written in range(1 << len(members)):
+        if written == 0 and (extra is None or need):
+            continue  # no member written yet: only `{` leads there
+        alts = [f"{comma}({' | '.join(then(written))})"] if then(written) else []
+        if written & need == need:
+            alts.append(f'{ws}"}}"')
+        rules.append(f"{name}_{written}: {' | '.join(alts)}")
+    return rules
+
+
+def declared_order(name: str, members: list[str], required: list[int], extra: str | None,
+                   ws: str, comma: str) -> list[str]:
+    """The rules of object `name` with its members in the declared order (each optional
+    one may be left out), extra members after them, as llguidance's JSON writes it.
+    `{name}_f{i}`: nothing written yet, the next member is i or later; `{name}_r{i}`: the
+    same after a member (a comma first)."""
+    n, more = len(members), extra is not None
+    rules = [f'{name}: "{{" {ws}{name}_f0',
+             f'{name}_f{n}: ' + (f"{extra} {name}_r{n} | " if more else "") + '"}"',
+             f'{name}_r{n}: ' + (f"{comma}{extra} {name}_r{n} | " if more else "") + f'{ws}"}}"']
+    for i in reversed(range(n)):
+        skip = i not in required
+        rules.append(f"{name}_f{i}: {members[i]} {name}_r{i + 1}"
+                     + (f" | {name}_f{i + 1}" if skip else ""))
+        rules.append(f"{name}_r{i}: {comma}{members[i]} {name}_r{i + 1}"
+                     + (f" | {name}_r{i + 1}" if skip else ""))
+    return rules
+
+
+def extra_key(declared: list[str]) -> str:
+    """The terminal body of an extra key: `EXTRA_KEY` without the spellings of `declared`."""
+    names = "|".join(key_spellings(n) for n in declared)
+    return _regex(EXTRA_KEY) + (f" & ~{_regex(names)}" if names else "")
+
+
+def _regex(pattern: str) -> str:
+    return "/" + pattern.replace("/", "\\/") + "/"

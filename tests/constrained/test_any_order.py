@@ -1,0 +1,218 @@
+"""JSON objects in any property order under the llguidance backend (json_any_order.py)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+import torch
+from thinkgate.engine.sampling_params import StructuredOutputsParams as SO
+from thinkgate.engine.structured.grammar import Grammar, RequestGrammar
+from thinkgate.engine.structured.json_any_order import MAX_ANY_ORDER, any_order_lark
+
+SCHEMA = {"type": "object", "properties": {
+    "name": {"type": "string"}, "age": {"type": "integer"},
+    "tags": {"type": "array", "items": {"type": "string"}},
+    "pos": {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
+            "required": ["x", "y"], "additionalProperties": False}},
+    "required": ["name", "age"], "additionalProperties": False}
+VALUES = {"name": "Ana", "age": 7, "tags": ["a"], "pos": {"y": 2, "x": 1.5}}
+
+
+@pytest.fixture(scope="module")
+def tok() -> Any:
+    from thinkgate.engine.demo import demo_model_path
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(demo_model_path())
+
+
+@pytest.fixture(scope="module")
+def guidance(tok: Any) -> Grammar:
+    g = Grammar(tok, -(-len(tok) // 64) * 64, [0, 2], max_num_seqs=8, backend="guidance")
+    yield g
+    g.close()
+
+
+def _goes(g: Grammar, schema: Any, text: str, tok: Any, **kw: Any) -> bool:
+    """Whether `text` is allowed token by token (masks included) and may end there."""
+    row = g.new_request(SO(json=schema, **kw))
+    for token in [*tok.encode(text, add_special_tokens=False), 0]:
+        if not _allowed(g, row, token) or not row.accept(token):
+            return False
+    return True
+
+
+def _allowed(g: Grammar, row: RequestGrammar, token: int) -> bool:
+    mask = g.fill_bitmask([row])
+    return mask is not None and bool((int(mask[0, token >> 5]) >> (token & 31)) & 1)
+
+
+def test_every_order_of_every_subset_is_accepted_iff_the_required_keys_are_in_it(
+        guidance: Grammar, tok: Any) -> None:
+    for size in range(len(VALUES) + 1):
+        for keys in itertools.permutations(VALUES, size):
+            text = json.dumps({k: VALUES[k] for k in keys})
+            assert _goes(guidance, SCHEMA, text, tok) == ({"name", "age"} <= set(keys)), text
+
+
+def test_a_missing_required_key_never_closes_the_object(guidance: Grammar, tok: Any) -> None:
+    # a key listed twice is one key (the meta-schema check refuses such a schema before the
+    # backend sees it; the backend alone)
+    backend = guidance.cache.guidance
+    compiled, _ = backend.compile("json", json.dumps({**SCHEMA, "required": ["age", "age"]}),
+                                  False)
+    for text, ok in (('{"age": 7}', True), ('{"name": "b"}', False),
+                     ('{"name": "b", "tags": []}', False)):
+        matcher = backend.new_matcher(compiled)
+        assert (matcher.accept_string(text) and matcher.is_completed()) == ok, text
+    row = guidance.new_request(SO(json=SCHEMA))
+    for token in tok.encode('{"age": 7, "tags": []', add_special_tokens=False):
+        assert _allowed(guidance, row, token) and row.accept(token)
+    close = tok.encode("}", add_special_tokens=False)
+    assert len(close) == 1 and not _allowed(guidance, row, close[0])
+    assert not row.accept(close[0])
+
+
+@pytest.mark.parametrize("extra", [False, True, {"type": "string"}])
+def test_a_key_is_never_written_twice(guidance: Grammar, tok: Any, extra: Any) -> None:
+    schema = {**SCHEMA, "additionalProperties": extra}
+    assert _goes(guidance, schema, '{"age": 7, "name": "b"}', tok)
+    assert not _goes(guidance, schema, '{"age": 7, "name": "b", "age": 8}', tok)
+    assert not _goes(guidance, schema, '{"name": "b", "age": 7, "name": "c"}', tok)
+
+
+@pytest.mark.parametrize("key", ["\\u0061ge", "\\u0061\\u0067\\u0065", "a\\u0067e"])
+def test_an_escaped_spelling_of_a_declared_key_is_no_extra_key(guidance: Grammar, tok: Any,
+                                                               key: str) -> None:
+    schema = {**SCHEMA, "additionalProperties": {"type": "string"}}
+    assert _goes(guidance, schema, '{"name": "b", "age": 7, "other": "x"}', tok)
+    # a string "age" (an integer) or a second "age": neither gets through
+    assert not _goes(guidance, schema, f'{{"name": "b", "{key}": "x"}}', tok)
+    assert not _goes(guidance, schema, f'{{"name": "b", "age": 7, "{key}": "x"}}', tok)
+
+
+def test_a_non_ascii_key_in_either_spelling(guidance: Grammar, tok: Any) -> None:
+    schema = {"type": "object", "properties": {"größe": {"type": "integer"},
+                                               "b": {"type": "integer"}},
+              "required": ["größe"], "additionalProperties": {"type": "string"}}
+    assert _goes(guidance, schema, '{"b": 1, "größe": 2}', tok)
+    assert _goes(guidance, schema, '{"b": 1, "gr\\u00f6\\u00dfe": 2}', tok)
+    assert _goes(guidance, schema, '{"gr\\u00f6\\u00dfe": 2, "gr\\u00f6\\u00df": "x"}', tok)
+    assert not _goes(guidance, schema, '{"größe": 2, "gr\\u00F6\\u00dfe": "x"}', tok)
+
+
+def test_open_objects_take_extra_members_after_the_required_ones(guidance: Grammar,
+                                                                 tok: Any) -> None:
+    schema = {k: v for k, v in SCHEMA.items() if k != "additionalProperties"}
+    assert _goes(guidance, schema, '{"age": 7, "name": "b", "zz": [1], "q": null}', tok)
+    relaxed = {**schema, "required": []}
+    assert _goes(guidance, relaxed, '{"zz": [1], "age": 7, "q": null, "name": "b"}', tok)
+    # extra members wait for the required ones (a completion search never loops on them)
+    assert not _goes(guidance, schema, '{"age": 7, "zz": [1], "name": "b"}', tok)
+    assert not _goes(guidance, schema, '{"zz": [1], "age": 7}', tok)
+
+
+def test_a_required_key_the_properties_do_not_list(guidance: Grammar, tok: Any) -> None:
+    schema = {**SCHEMA, "required": ["name", "id"], "additionalProperties": {"type": "integer"}}
+    assert _goes(guidance, schema, '{"id": 3, "name": "b"}', tok)
+    assert _goes(guidance, schema, '{"name": "b", "id": 3, "q": 4}', tok)
+    assert not _goes(guidance, schema, '{"name": "b", "q": 4}', tok)
+    assert not _goes(guidance, schema, '{"id": "3", "name": "b"}', tok)
+    assert not _goes(guidance, schema, '{"id": 3, "name": "b", "id": 4}', tok)
+
+
+def test_past_the_size_limit_an_object_keeps_declared_order(guidance: Grammar, tok: Any) -> None:
+    names = [f"p{i}" for i in range(MAX_ANY_ORDER + 1)]
+    big = {"type": "object", "properties": {n: {"type": "integer"} for n in names},
+           "required": names[:2], "additionalProperties": False}
+    assert any_order_lark(big, json.dumps, False) is None
+    assert _goes(guidance, big, json.dumps({n: 1 for n in names}), tok)
+    assert not _goes(guidance, big, json.dumps({n: 1 for n in reversed(names)}), tok)
+    small = {**big, "properties": {n: {"type": "integer"} for n in names[:-1]}}
+    assert _goes(guidance, small, json.dumps({n: 1 for n in reversed(names[:-1])}), tok)
+    # a big object holding a small one: the small one still takes any order
+    outer = {**big, "properties": {**big["properties"], "p0": SCHEMA}}
+    inner = json.dumps({"age": 1, "name": "x"})
+    assert _goes(guidance, outer, json.dumps({n: 1 for n in names}).replace(
+        '"p0": 1', f'"p0": {inner}'), tok)
+
+
+def test_whitespace_options_are_llguidances(guidance: Grammar, tok: Any) -> None:
+    assert "WS?" in any_order_lark(SCHEMA, json.dumps, True)
+    assert "WS" not in any_order_lark(SCHEMA, json.dumps, False)
+    text = json.dumps({"age": 7, "name": "b", "pos": {"y": 1, "x": 2}}, indent=2)
+    assert _goes(guidance, SCHEMA, text, tok, disable_any_whitespace=False)
+    assert not _goes(guidance, SCHEMA, text, tok)  # compact by default: ", " and ": " only
+    assert not _goes(guidance, SCHEMA, '{"age":7, "name": "b"}', tok)
+    loose = '{ "age" : 7 ,"name":"b"  }'
+    assert _goes(guidance, SCHEMA, loose, tok, disable_any_whitespace=False)
+    assert not _goes(guidance, SCHEMA, '{   "age": 7, "name": "b"}', tok,
+                     disable_any_whitespace=False)  # at most two spaces, as llguidance
+
+
+def test_refs_anyof_arrays_and_bounds(guidance: Grammar, tok: Any) -> None:
+    schema = {"$defs": {"pt": {"type": "object", "properties": {
+        "x": {"type": "integer"}, "y": {"type": "integer"}, "next": {"$ref": "#/$defs/pt"}},
+        "required": ["x", "y"]}},
+        "type": "array", "minItems": 2, "maxItems": 3, "items": {"anyOf": [
+            {"$ref": "#/$defs/pt"}, {"type": "null"}]}}
+    assert any_order_lark(schema, json.dumps, False) is not None
+    ok = [{"y": 1, "x": 2, "next": {"next": {"x": 0, "y": 0}, "y": 3, "x": 4}}, None]
+    assert _goes(guidance, schema, json.dumps(ok), tok)
+    assert not _goes(guidance, schema, json.dumps(ok[:1]), tok)
+    assert not _goes(guidance, schema, json.dumps(ok + [None, None]), tok)
+    assert not _goes(guidance, schema, json.dumps([{"y": 1, "next": {}, "x": 2}, None]), tok)
+
+
+def test_required_key_sets_of_a_rewritten_one_of(guidance: Grammar, tok: Any) -> None:
+    schema = {"type": "object", "properties": {
+        "shape": {"type": "string"}, "radius": {"type": "number"},
+        "length": {"type": "number"}, "width": {"type": "number"}},
+        "required": ["shape"],
+        "oneOf": [{"required": ["radius"]}, {"required": ["length", "width"]}]}
+    assert _goes(guidance, schema, '{"radius": 2, "shape": "circle"}', tok)
+    assert _goes(guidance, schema, '{"width": 2, "shape": "r", "length": 3}', tok)
+    assert not _goes(guidance, schema, '{"width": 2, "shape": "r"}', tok)
+    assert not _goes(guidance, schema, '{"width": 2, "radius": 1, "shape": "r", "length": 3}',
+                     tok)
+
+
+def test_required_key_sets_under_all_of(guidance: Grammar, tok: Any) -> None:
+    # dependentRequired, rewritten for llguidance as allOf [anyOf [a absent, a and b present]]
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
+                                               "c": {"type": "integer"}},
+              "dependentRequired": {"a": ["b"]}, "additionalProperties": False}
+    assert _goes(guidance, schema, '{"b": 1, "a": 2}', tok)
+    assert _goes(guidance, schema, '{"c": 1, "b": 1}', tok)
+    assert not _goes(guidance, schema, '{"c": 1, "a": 2}', tok)
+
+
+def test_digits_stay_bounded_in_any_order(guidance: Grammar, tok: Any) -> None:
+    assert _goes(guidance, SCHEMA, '{"age": 1234567890123456, "name": "b"}', tok)
+    assert not _goes(guidance, SCHEMA, '{"age": 12345678901234567, "name": "b"}', tok)
+
+
+def test_random_walks_validate(guidance: Grammar, tok: Any) -> None:
+    schema = {**SCHEMA, "additionalProperties": {"type": "integer"}}
+    rows = [guidance.new_request(SO(json=schema)) for _ in range(6)]
+    gen = torch.Generator().manual_seed(0)
+    outs: list[list[int]] = [[] for _ in rows]
+    for _ in range(120):
+        mask = guidance.fill_bitmask(rows)
+        bits = ((mask.unsqueeze(-1) >> torch.arange(32)) & 1).bool().reshape(len(rows), -1)
+        logits = torch.randn(len(rows), guidance.vocab_size, generator=gen) * 4
+        logits[~bits[:, :guidance.vocab_size]] = float("-inf")
+        ids = torch.multinomial(torch.softmax(logits, -1), 1, generator=gen).squeeze(1).tolist()
+        assert guidance.accept(rows, ids) == []
+        for out, token in zip(outs, ids):
+            if not (out and out[-1] in (0, 2)):
+                out.append(token)
+        if all(r.is_terminated for r in rows):
+            break
+    for out in outs:
+        if out[-1] in (0, 2):  # ended: a complete instance
+            jsonschema.validate(json.loads(tok.decode(out[:-1])), schema)
