@@ -5,10 +5,17 @@ JSON Schema does not fix the order of an object's properties, but llguidance's J
 another order is refused. `any_order_lark(schema, ...)` writes the schema as a lark grammar in
 which each object it converts takes its members in any order:
 
-- an object with n properties (n <= `MAX_ANY_ORDER`) gets a rule per set of properties already
-  written: the next member is any property not yet written, `}` only once every required one
-  is written, so no key repeats and none that is required is missing;
-- an open object (additionalProperties absent, true or a schema) also takes extra members once
+- an open object (additionalProperties absent, true or a schema) with n properties
+  (n <= `MAX_ANY_ORDER`) gets a rule per set of properties already written: the next member
+  is any property not yet written, `}` only once every required one is written, so no key
+  repeats and none that is required is missing;
+- a closed object (`additionalProperties: false`, the shape of OpenAI's strict mode, which
+  writes properties in the schema's order) keeps the declared order: its next key stays forced
+  (jump-forward writes it) and a hot schema of closed objects still moves to xgrammar's
+  masks (measured: 13% more decode steps and 45 -> 211 us of mask fill per batch-8 step on
+  the demo model otherwise; 6 of 2,000 MaskBench dev schemas have a closed object's instance
+  in another order);
+- an open object also takes extra members once
   every required property is written (so a search for a short completion, or a model, cannot
   wander among extra keys before the required ones); an extra key is a JSON string that is no
   spelling of a declared name (as is, `\\/`, `\\u` escapes of non-ASCII characters; ASCII ones
@@ -86,12 +93,13 @@ def any_order_lark(schema: Any, json_text: Callable[[Any], str], any_whitespace:
 
 def may_reorder(schema: Any) -> bool:
     """Whether llguidance may take an object of `schema` in another order than declared (an
-    object with 2 to `MAX_ANY_ORDER` members): xgrammar, which keeps declared order, would then
-    accept less (grammar_compile.py promotes a hot schema only when both accept the same)."""
+    open object with 1 to `MAX_ANY_ORDER` properties): xgrammar, which keeps declared order,
+    would then accept less (grammar_compile.py promotes a hot schema only when both accept the
+    same)."""
     for sub, _ in subschemas(schema):
         props = sub.get("properties")
-        if isinstance(props, dict) and 2 <= len(props) + (
-                sub.get("additionalProperties") is not False) and len(props) <= MAX_ANY_ORDER:
+        if (isinstance(props, dict) and 1 <= len(props) <= MAX_ANY_ORDER
+                and sub.get("additionalProperties") is not False):
             return True
     return False
 
@@ -318,7 +326,8 @@ class _Writer:
             extra_member = self.rule(f"{key} {self.colon}{self.value(extra)}", "m")
         need = sorted({names.index(r) for r in required})  # a key listed twice is one key
         name = f"o{len(self.rules)}"
-        if len(names) > self.max_any_order or 1 << len(names) > self.rules_left:
+        if (extra is False or len(names) > self.max_any_order
+                or 1 << len(names) > self.rules_left):
             self.rules.extend(declared_order(name, members, need, extra_member, self.ws,
                                              self.comma))
             return name

@@ -17,8 +17,8 @@ SCHEMA = {"type": "object", "properties": {
     "name": {"type": "string"}, "age": {"type": "integer"},
     "tags": {"type": "array", "items": {"type": "string"}},
     "pos": {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
-            "required": ["x", "y"], "additionalProperties": False}},
-    "required": ["name", "age"], "additionalProperties": False}
+            "required": ["x", "y"]}},
+    "required": ["name", "age"], "additionalProperties": {"type": "string"}}
 VALUES = {"name": "Ana", "age": 7, "tags": ["a"], "pos": {"y": 2, "x": 1.5}}
 
 
@@ -77,7 +77,25 @@ def test_a_missing_required_key_never_closes_the_object(guidance: Grammar, tok: 
     assert not row.accept(close[0])
 
 
-@pytest.mark.parametrize("extra", [False, True, {"type": "string"}])
+def test_closed_objects_keep_the_declared_order(guidance: Grammar, tok: Any) -> None:
+    """OpenAI's strict-mode shape: its outputs come in the schema's key order, the next key
+    stays forced, and a hot schema may still move to xgrammar."""
+    from thinkgate.engine.structured.json_any_order import may_reorder
+
+    closed = {"type": "object", "properties": {"name": {"type": "string"},
+                                               "age": {"type": "integer"}},
+              "required": ["name"], "additionalProperties": False}
+    assert _goes(guidance, closed, '{"name": "b", "age": 7}', tok)
+    assert _goes(guidance, closed, '{"name": "b"}', tok)
+    assert not _goes(guidance, closed, '{"age": 7, "name": "b"}', tok)
+    assert not may_reorder(closed) and may_reorder({**closed, "additionalProperties": True})
+    nested = {**SCHEMA, "properties": {**SCHEMA["properties"], "pos": {
+        **SCHEMA["properties"]["pos"], "additionalProperties": False}}}
+    assert _goes(guidance, nested, '{"pos": {"x": 1, "y": 2}, "age": 7, "name": "b"}', tok)
+    assert not _goes(guidance, nested, '{"pos": {"y": 2, "x": 1}, "age": 7, "name": "b"}', tok)
+
+
+@pytest.mark.parametrize("extra", [True, {"type": "string"}])
 def test_a_key_is_never_written_twice(guidance: Grammar, tok: Any, extra: Any) -> None:
     schema = {**SCHEMA, "additionalProperties": extra}
     assert _goes(guidance, schema, '{"age": 7, "name": "b"}', tok)
@@ -128,7 +146,7 @@ def test_a_required_key_the_properties_do_not_list(guidance: Grammar, tok: Any) 
 def test_past_the_size_limit_an_object_keeps_declared_order(guidance: Grammar, tok: Any) -> None:
     names = [f"p{i}" for i in range(MAX_ANY_ORDER + 1)]
     big = {"type": "object", "properties": {n: {"type": "integer"} for n in names},
-           "required": names[:2], "additionalProperties": False}
+           "required": names[:2], "additionalProperties": {"type": "string"}}
     assert any_order_lark(big, json.dumps, False) is None
     assert _goes(guidance, big, json.dumps({n: 1 for n in names}), tok)
     assert not _goes(guidance, big, json.dumps({n: 1 for n in reversed(names)}), tok)
@@ -185,7 +203,7 @@ def test_required_key_sets_under_all_of(guidance: Grammar, tok: Any) -> None:
     # dependentRequired, rewritten for llguidance as allOf [anyOf [a absent, a and b present]]
     schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
                                                "c": {"type": "integer"}},
-              "dependentRequired": {"a": ["b"]}, "additionalProperties": False}
+              "dependentRequired": {"a": ["b"]}}
     assert _goes(guidance, schema, '{"b": 1, "a": 2}', tok)
     assert _goes(guidance, schema, '{"c": 1, "b": 1}', tok)
     assert not _goes(guidance, schema, '{"c": 1, "a": 2}', tok)

@@ -145,14 +145,12 @@ def test_max_tokens_and_stop_strings_still_hold(llm_on: Any, llm_off: Any) -> No
         assert len(sample.token_ids) == limit
         assert sample.finish_reason == "length"
     # a stop string inside the forced key text ends the output there, as without jump-forward
-    # (the properties come in any order: greedily the model starts with this key, and its
-    # first letter forces the rest of it)
-    params = _params(LONG_KEYS, temperature=0, stop=["unit_pref"], logprobs=1)
+    params = _params(LONG_KEYS, temperature=0, stop=["name_of"], logprobs=1)
     on, _ = _run(llm_on, [PROMPT], params)
     off, _ = _run(llm_off, [PROMPT], params)
-    assert on[0].outputs[0].text == off[0].outputs[0].text == '{"temperature_'
+    assert on[0].outputs[0].text == off[0].outputs[0].text == '{"location_'
     assert on[0].outputs[0].finish_reason == "stop"
-    assert on[0].outputs[0].stop_reason == "unit_pref"
+    assert on[0].outputs[0].stop_reason == "name_of"
     # the token sampled after the forced ids is dropped, and its logprob with it
     assert len(on[0].outputs[0].logprobs) == len(on[0].outputs[0].token_ids)
 
