@@ -164,8 +164,8 @@ def _build(spec: dict[str, Any]) -> Any:
         if available > threads:
             engine.runner.prefill_threads = available  # long prefills: model_runner.wide_forward
         logger.info("engine core: %d torch threads, %d for long prefills (%.0f MB of weights, "
-                    "OpenMP wait policy %s)", threads, max(threads, available),
-                    weight_bytes / 1e6, os.environ.get("OMP_WAIT_POLICY", "default"))
+                    "GOMP_SPINCOUNT %s)", threads, max(threads, available),
+                    weight_bytes / 1e6, os.environ.get("GOMP_SPINCOUNT", "default"))
     engine.compile_decode_step()
     return engine
 
@@ -190,13 +190,17 @@ def model_weight_bytes(model: Any, dtype: Any) -> int:
 def core_env(config: Any, threads: int | None) -> dict[str, str]:
     """Environment the core process starts with. A core that will step a small model on one
     thread and widen its long prefills to every core (`default_core_threads`,
-    `model_runner.wide_forward`) waits passively at OpenMP barriers: with the default spinning
-    wait, a two-thread prefill beside any other busy process stalls on the preempted thread
-    (1,600-token chat prompts on the demo model, the 2-core machine at load average 2-3:
-    ~450 ms median against ~85 on one thread; passive: ~80-110). Its decode steps run one
-    thread, so they have no barriers to wait at. Set from the checkpoint's size on disk, since
-    OpenMP reads it once, before the model is loaded; a user's own setting wins."""
-    if threads or "OMP_WAIT_POLICY" in os.environ or available_cores() < 2:
+    `model_runner.wide_forward`) spins only briefly at OpenMP barriers (`GOMP_SPINCOUNT`, then
+    it sleeps): with libgomp's default spin, a two-thread prefill beside any other busy process
+    stalls on the preempted thread. Measured on the 2-core machine, 1,600-token chat prompts
+    through the server, demo model, medians of 8 (quiet / one busy process beside it): default
+    spin 47-54 / 164-184 ms, spin 10,000 54-55 / 106-110, passive 60-67 / 91-97, one thread
+    82-89 / 123-128. Its decode steps run one thread, so they have no barriers to wait at. Set
+    from the checkpoint's size on disk, since OpenMP reads it once, before the model is loaded;
+    a user's own OpenMP wait setting wins."""
+    if threads or available_cores() < 2:
+        return {}
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
         return {}
     if getattr(config, "device", "auto") not in ("auto", "cpu"):
         return {}
@@ -213,7 +217,11 @@ def core_env(config: Any, threads: int | None) -> dict[str, str]:
     size = sum(f.stat().st_size for f in files)
     if not files or size >= SMALL_MODEL_BYTES:
         return {}
-    return {"OMP_WAIT_POLICY": "PASSIVE"}
+    return {"GOMP_SPINCOUNT": BARRIER_SPINS}
+
+
+# libgomp's spins at a barrier before it sleeps (its default: 300,000)
+BARRIER_SPINS = "10000"
 
 
 def available_cores() -> int:

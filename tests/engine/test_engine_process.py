@@ -143,8 +143,8 @@ def test_core_threads_leave_the_api_a_core_only_for_small_models(monkeypatch) ->
 def test_a_long_prompt_prefills_on_every_core_and_matches_in_process(
         llm: LLM, core: EngineProcessClient) -> None:
     """A small model's core steps on one thread but widens a long prefill to every core
-    (model_runner.wide_forward), waiting passively at OpenMP barriers; the tokens and logprobs
-    stay those of the in-process engine."""
+    (model_runner.wide_forward), spinning only briefly at OpenMP barriers; the tokens and
+    logprobs stay those of the in-process engine."""
     prompt = [(i * 37) % 7000 + 100 for i in range(600)]
     params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True, logprobs=1)
     expected = llm.generate([prompt], params, use_tqdm=False)[0].outputs[0]
@@ -156,9 +156,10 @@ def test_a_long_prompt_prefills_on_every_core_and_matches_in_process(
         assert sorted(entry) == sorted(want)
         for token in entry:
             assert entry[token].logprob == pytest.approx(want[token].logprob, abs=1e-4)
-    if len(os.sched_getaffinity(0)) > 1 and "OMP_WAIT_POLICY" not in os.environ:
+    if len(os.sched_getaffinity(0)) > 1 and not {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(
+            os.environ):
         with open(f"/proc/{core.pid}/environ", "rb") as f:
-            assert b"OMP_WAIT_POLICY=PASSIVE" in f.read().split(b"\0")
+            assert b"GOMP_SPINCOUNT=10000" in f.read().split(b"\0")
 
 
 def test_wide_forward_restores_the_steady_thread_count() -> None:
@@ -177,14 +178,15 @@ def test_wide_forward_restores_the_steady_thread_count() -> None:
     assert torch.get_num_threads() == steady
 
 
-def test_core_env_asks_passive_waits_only_for_a_small_model_on_several_cores(
+def test_core_env_bounds_barrier_spins_only_for_a_small_model_on_several_cores(
         monkeypatch, demo_dir: str, tmp_path) -> None:
     from thinkgate.engine import engine_core
 
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
     monkeypatch.setattr(engine_core.os, "sched_getaffinity", lambda _: {0, 1})
     small = EngineConfig(model=demo_dir, device="cpu")
-    assert engine_core.core_env(small, None) == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert engine_core.core_env(small, None) == {"GOMP_SPINCOUNT": "10000"}
     assert engine_core.core_env(small, 2) == {}  # --engine-threads: the user's count, no widening
     big = tmp_path / "big"
     big.mkdir()
@@ -192,9 +194,10 @@ def test_core_env_asks_passive_waits_only_for_a_small_model_on_several_cores(
     with open(big / "model.safetensors", "wb") as f:
         f.truncate(engine_core.SMALL_MODEL_BYTES)  # sparse: its size is what counts
     assert engine_core.core_env(EngineConfig(model=str(big), device="cpu"), None) == {}
-    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
-    assert engine_core.core_env(small, None) == {}  # the user's own setting wins
-    monkeypatch.delenv("OMP_WAIT_POLICY")
+    for name, value in (("OMP_WAIT_POLICY", "ACTIVE"), ("GOMP_SPINCOUNT", "0")):
+        monkeypatch.setenv(name, value)
+        assert engine_core.core_env(small, None) == {}  # the user's own setting wins
+        monkeypatch.delenv(name)
     monkeypatch.setattr(engine_core.os, "sched_getaffinity", lambda _: {0})
     assert engine_core.core_env(small, None) == {}
 
