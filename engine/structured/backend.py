@@ -54,12 +54,14 @@ def backend_order(kind: str, choice: str) -> tuple[str, ...]:
 
 
 class CompiledConstraint(NamedTuple):
-    """A cache entry: which backend compiled it, its compiled form, and whether its outputs
-    may hold free-form JSON objects (whose keys the repeated-key checks watch)."""
+    """A cache entry: which backend compiled it, its compiled form, whether its outputs
+    may hold free-form JSON objects (whose keys the repeated-key checks watch), and the
+    property names the key checks have written as is (`open_non_ascii_names`)."""
 
     backend: str
     grammar: Any
     free_objects: bool
+    raw_names: frozenset[str] = frozenset()
 
 
 class Matcher(Protocol):

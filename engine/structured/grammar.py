@@ -161,14 +161,14 @@ def _guidance_backend(tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[
 
 
 def _clear_repeated_keys(row: torch.Tensor, tracker: KeyTracker, index: VocabIndex) -> None:
-    """Disallow the tokens that would close a key the current JSON object already has."""
-    prefixes = tracker.forbidden_prefixes()
-    if not prefixes:
-        return
-    found = index.ids_for(prefixes)
-    if found is not None:
-        words, keep = found
-        np.bitwise_and.at(row.numpy().view(np.uint32), words, keep)
+    """Disallow the tokens that would close a key the current JSON object already has, or
+    write an escape a key may not take (json_keys.py)."""
+    prefixes = tracker.forbidden_prefixes(index)
+    for found in (index.ids_for(prefixes) if prefixes else None,
+                  tracker.refused_escapes(index)):
+        if found is not None:
+            words, keep = found
+            np.bitwise_and.at(row.numpy().view(np.uint32), words, keep)
 
 
 def _bit_word(bit: int) -> int:
@@ -240,7 +240,8 @@ class Grammar:
             logger.debug("structured output: a %s constraint on %s%s", params.kind,
                          entry.backend, " (free-form objects: key checks)"
                          if entry.free_objects else "")
-        keys = (KeyTracker(), self.vocab_index) if entry.free_objects else None
+        keys = ((KeyTracker(entry.raw_names), self.vocab_index) if entry.free_objects
+                else None)
         return RequestGrammar(self.cache.new_matcher(entry), gate, params.enable_in_reasoning,
                               planner, keys, entry.backend)
 

@@ -318,7 +318,8 @@ class GrammarCompileCache:
             logger.debug("structured output: %s constraint compiled by %s in %.1f ms%s", kind,
                          name, (time.perf_counter() - start) * 1e3,
                          f" (after {refusals[0][0]} refused it)" if refusals else "")
-            return CompiledConstraint(name, grammar, free)
+            return CompiledConstraint(name, grammar, free,
+                                      grammar.raw_names if name == "guidance" else frozenset())
         if len(refusals) == 1:
             raise ValueError(refusals[0][1])
         first = next((r for r in refusals if r[0] == "xgrammar"), refusals[0])

@@ -32,7 +32,7 @@ import functools
 import json
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import llguidance
 import llguidance.hf
@@ -47,6 +47,7 @@ from thinkgate.engine.structured.guidance_digits import Digits, leading_digits
 from thinkgate.engine.structured.json_any_order import MAX_ANY_ORDER_CHARS, any_order_lark
 from thinkgate.engine.structured.json_schema_rules import (
     allows_free_keys,
+    open_non_ascii_names,
     subschemas,
 )
 from thinkgate.engine.structured.lark_tags import Unsatisfiable, plain_json_only, tag_lark
@@ -63,6 +64,17 @@ _COMPACT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator
 # tabs (pretty-printed JSON) between tokens; never an endless run a model could pad with.
 _ANY_WHITESPACE = {"whitespace_flexible": True, "json_allow_general_unicode_escapes": True,
                    "whitespace_pattern": r"[\x20\t]{0,2}(\n[\x20\t]{0,48})?"}
+
+
+class GuidanceGrammar(NamedTuple):
+    """A compiled constraint: the matcher each request's is copied from, whether JSON digits
+    are bounded, and the property names past ASCII llguidance's own JSON compiled in an open
+    object (it takes their `\\u` spelling as an extra key: the key checks have them written
+    as is, json_keys.py)."""
+
+    matcher: llguidance.LLMatcher
+    bound_digits: bool
+    raw_names: frozenset[str] = frozenset()
 
 
 class GuidanceMatcher:
@@ -190,10 +202,11 @@ class GuidanceBackend:
         if kind in ("json", "json_object"):
             schema = rewrite_for_guidance(json.loads(text))
             free = kind == "json_object" or allows_free_keys(schema)
-            matcher = (self._any_order(schema, any_whitespace)
+            parts: list[Any] = []  # what the any-order grammar left to llguidance's JSON
+            matcher = (self._any_order(schema, any_whitespace, parts)
                        if kind == "json" and len(text) <= MAX_ANY_ORDER_CHARS else None)
             if matcher is not None:
-                return (matcher, bound_numbers), free
+                return GuidanceGrammar(matcher, bound_numbers, _raw_names(text, parts)), free
             options = _ANY_WHITESPACE if any_whitespace else _COMPACT
             grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, defaults=options)
         elif kind == "regex":
@@ -201,7 +214,7 @@ class GuidanceBackend:
         elif kind in ("grammar", "choice"):
             grammar, free = llguidance.grammar_from("grammar", text), False
         elif kind == "structural_tag":
-            return self._compile_tag(canonical_tag(text), any_whitespace, bound_numbers)
+            return self._compile_tag(canonical_tag(text), text, any_whitespace, bound_numbers)
         else:
             raise ValueError(f"the guidance backend does not compile {kind} constraints")
         matcher = llguidance.LLMatcher(self.tokenizer, grammar)
@@ -211,13 +224,18 @@ class GuidanceBackend:
                 reason = _with_paths(reason, schema)
             raise ValueError(f"structured_outputs.{kind}: the guidance backend cannot compile "
                              f"it: {reason}")
-        return (matcher, bound_numbers and kind in ("json", "json_object")), free
+        raw = _raw_names(text, [schema]) if kind == "json" else frozenset()
+        return GuidanceGrammar(matcher, bound_numbers and kind in ("json", "json_object"),
+                               raw), free
 
-    def _any_order(self, schema: Any, any_whitespace: bool) -> llguidance.LLMatcher | None:
+    def _any_order(self, schema: Any, any_whitespace: bool,
+                   parts: list[Any]) -> llguidance.LLMatcher | None:
         """A matcher whose objects take their properties in any order (json_any_order.py), or
         None where that does not apply or llguidance refuses the grammar (the schema is then
-        compiled as it is, and refused there with llguidance's reason)."""
+        compiled as it is, and refused there with llguidance's reason). `parts` gets the
+        sub-schemas written as `%json`."""
         def json_text(sub: Any) -> str:
+            parts.append(sub)
             return _json_text(json.dumps(sub, separators=(",", ":")), any_whitespace)
 
         lark = any_order_lark(schema, json_text, any_whitespace)
@@ -227,7 +245,7 @@ class GuidanceBackend:
                                        llguidance.LLMatcher.grammar_from_lark(lark))
         return None if matcher.is_error() else matcher
 
-    def _compile_tag(self, tag: Any, any_whitespace: bool,
+    def _compile_tag(self, tag: Any, text: str, any_whitespace: bool,
                      bound_numbers: bool) -> tuple[Any, bool]:
         """A structural tag as lark (lark_tags.py). A json_schema part no value satisfies (a
         tool parameter typed boolean with string enum values) fails llguidance's whole grammar:
@@ -238,9 +256,9 @@ class GuidanceBackend:
 
         def json_text(schema: Any) -> str:
             written.append(schema)
-            text = (schema.text if isinstance(schema, CanonicalSchema)
-                    else json.dumps(schema, separators=(",", ":")))
-            return _json_text(text, any_whitespace)
+            schema_text = (schema.text if isinstance(schema, CanonicalSchema)
+                           else json.dumps(schema, separators=(",", ":")))
+            return _json_text(schema_text, any_whitespace)
 
         # first with the schemas known to have no value; after a failure, each is checked
         for unsatisfiable in (_KNOWN_UNSATISFIABLE.__contains__, _unsatisfiable):
@@ -259,7 +277,8 @@ class GuidanceBackend:
             raise ValueError(f"structured_outputs.structural_tag: the guidance backend cannot "
                              f"compile it: {error.splitlines()[0]}")
         digits = bound_numbers and plain_json_only(tag)
-        return (matcher, digits), any(allows_free_keys(s) for s in written)
+        raw = _raw_names(text, written) if written else frozenset()
+        return GuidanceGrammar(matcher, digits, raw), any(allows_free_keys(s) for s in written)
 
     @functools.cached_property
     def special_tokens(self) -> dict[str, int]:
@@ -267,9 +286,9 @@ class GuidanceBackend:
         return {self.tokenizer.decode_str([t]): t for t in range(self.tokenizer.vocab_size)
                 if self.tokenizer.is_special_token(t) and self.tokenizer.decode_str([t])}
 
-    def new_matcher(self, compiled: tuple[llguidance.LLMatcher, bool]) -> GuidanceMatcher:
-        prototype, json_digits = compiled
-        return GuidanceMatcher(prototype.deep_copy(), self, Digits() if json_digits else None)
+    def new_matcher(self, compiled: GuidanceGrammar) -> GuidanceMatcher:
+        return GuidanceMatcher(compiled.matcher.deep_copy(), self,
+                               Digits() if compiled.bound_digits else None)
 
     def widen_stop(self, row: torch.Tensor) -> None:
         """Where the grammar may end (its end-of-sequence bit is set), every stop id may end it."""
@@ -304,6 +323,14 @@ def _json_text(schema_text: str, any_whitespace: bool) -> str:
 
 
 _KNOWN_UNSATISFIABLE: set[str] = set()
+
+
+def _raw_names(text: str, schemas: list[Any]) -> frozenset[str]:
+    """`open_non_ascii_names` of the schemas llguidance's JSON compiles (none past ASCII in an
+    ASCII text: the common case costs a scan of the text)."""
+    if text.isascii() and "\\u" not in text:
+        return frozenset()
+    return frozenset().union(*(open_non_ascii_names(s) for s in schemas))
 
 
 def clear_schema_caches() -> None:

@@ -254,6 +254,18 @@ def allows_free_keys(schema: Any) -> bool:
     return False
 
 
+def open_non_ascii_names(schema: Any) -> frozenset[str]:
+    """The listed property names with characters past ASCII of the objects that take other
+    keys too: llguidance's JSON takes such a name's `\\u` spelling as one of those other keys
+    (with their value), so the key checks (json_keys.py) have these names written as is."""
+    names: set[str] = set()
+    for sub, _ in subschemas(schema):
+        props = sub.get("properties")
+        if isinstance(props, dict) and sub.get("additionalProperties", True) is not False:
+            names.update(name for name in props if not name.isascii())
+    return frozenset(names)
+
+
 def closed_objects(schema: Any) -> Any:
     """A copy of `schema` whose objects take no properties beyond the ones they list
     (`additionalProperties: false` wherever the schema leaves it unset)."""
