@@ -193,9 +193,9 @@ def core_env(config: Any, threads: int | None) -> dict[str, str]:
     `model_runner.wide_forward`) spins only briefly at OpenMP barriers (`GOMP_SPINCOUNT`, then
     it sleeps): with libgomp's default spin, a two-thread prefill beside any other busy process
     stalls on the preempted thread. Measured on the 2-core machine, 1,600-token chat prompts
-    through the server, demo model, medians of 8 (quiet / one busy process beside it): default
-    spin 47-54 / 164-184 ms, spin 10,000 54-55 / 106-110, passive 60-67 / 91-97, one thread
-    82-89 / 123-128. Its decode steps run one thread, so they have no barriers to wait at. Set
+    through the server, demo model, medians of 8 (quiet / two busy processes beside it):
+    libgomp's default spin 53-62 / 164-184 ms, spin 10,000 54-55 / 106-110, passive 60-67 /
+    91-97, one thread 82-89 / 123-128 (benchmarks/RESULTS.md). Its decode steps run one thread, so they have no barriers to wait at. Set
     from the checkpoint's size on disk, since OpenMP reads it once, before the model is loaded;
     a user's own OpenMP wait setting wins."""
     if threads or available_cores() < 2:
