@@ -45,7 +45,13 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from thinkgate.engine.structured.json_object_lark import WS, any_order, declared_order, extra_key
+from thinkgate.engine.structured.json_object_lark import (
+    WS,
+    any_order,
+    declared_key,
+    declared_order,
+    extra_key,
+)
 from thinkgate.engine.structured.json_schema_rules import ANNOTATIONS, subschemas
 from thinkgate.engine.structured.lark_tags import lark_string
 
@@ -315,9 +321,8 @@ class _Writer:
         # a required key the properties do not list: a member whose value is an extra one's
         props = {**props, **{r: extra for r in required if r not in props}}
         names = [n for n, s in props.items() if s is not False]
-        keys = [self.rule(" | ".join(dict.fromkeys(
-            lark_string(json.dumps(n, ensure_ascii=a)) for a in (False, True))), "k")
-            for n in names]
+        keys = [self.rule(declared_key(n, lark_string(json.dumps(n, ensure_ascii=False))), "k")
+                for n in names]
         values = [self.value(props[n]) for n in names]
         members = [self.rule(f"{k} {self.colon}{v}", "m") for k, v in zip(keys, values)]
         extra_member = None

@@ -90,6 +90,13 @@ def declared_order(name: str, members: list[str], required: list[int], extra: st
     return rules
 
 
+def declared_key(name: str, literal: str) -> str:
+    """The terminal body of a declared key: its JSON text (`literal`, a lark string) for an
+    ASCII name; for a name past ASCII every spelling an extra key may not take (the
+    characters as is or `\\u`-escaped in either case, `key_spellings`)."""
+    return literal if name.isascii() else _regex(key_spellings(name))
+
+
 def extra_key(declared: list[str]) -> str:
     """The terminal body of an extra key: `EXTRA_KEY` without the spellings of `declared`."""
     names = "|".join(key_spellings(n) for n in declared)

@@ -119,6 +119,7 @@ def test_a_non_ascii_key_in_either_spelling(guidance: Grammar, tok: Any) -> None
               "required": ["größe"], "additionalProperties": {"type": "string"}}
     assert _goes(guidance, schema, '{"b": 1, "größe": 2}', tok)
     assert _goes(guidance, schema, '{"b": 1, "gr\\u00f6\\u00dfe": 2}', tok)
+    assert _goes(guidance, schema, '{"gr\\u00F6\\u00DFe": 2, "b": 1}', tok)  # either hex case
     assert _goes(guidance, schema, '{"gr\\u00f6\\u00dfe": 2, "gr\\u00f6\\u00df": "x"}', tok)
     assert not _goes(guidance, schema, '{"größe": 2, "gr\\u00F6\\u00dfe": "x"}', tok)
 

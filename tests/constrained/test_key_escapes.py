@@ -157,7 +157,7 @@ def test_a_declared_name_past_ascii_is_no_extra_key(open_grammar: Grammar, tok: 
 
 def test_any_order_objects_take_an_escaped_declared_name(open_grammar: Grammar, tok: Any) -> None:
     # json_any_order.py writes the declared key in both spellings and no extra key as either
-    for spelled in ("\\u00e7", "\u00e7"):
+    for spelled in ("\\u00e7", "\\u00E7", "\u00e7"):
         assert _goes(open_grammar, SO(json=NON_ASCII_TWO), f'{{"{spelled}": 1, "b": "x"}}', tok)
         assert not _goes(open_grammar, SO(json=NON_ASCII_TWO), f'{{"b": "x", "{spelled}": "y"}}',
                          tok)
