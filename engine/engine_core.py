@@ -171,6 +171,8 @@ def _build(spec: dict[str, Any]) -> Any:
 
 
 SMALL_MODEL_BYTES = 32 << 20
+# libgomp's spins at a barrier before it sleeps (its default: 300,000): see `core_env`
+BARRIER_SPINS = "10000"
 
 
 def model_weight_bytes(model: Any, dtype: Any) -> int:
@@ -195,9 +197,9 @@ def core_env(config: Any, threads: int | None) -> dict[str, str]:
     stalls on the preempted thread. Measured on the 2-core machine, 1,600-token chat prompts
     through the server, demo model, medians of 8 (quiet / two busy processes beside it):
     libgomp's default spin 53-62 / 164-184 ms, spin 10,000 54-55 / 106-110, passive 60-67 /
-    91-97, one thread 82-89 / 123-128 (benchmarks/RESULTS.md). Its decode steps run one thread, so they have no barriers to wait at. Set
-    from the checkpoint's size on disk, since OpenMP reads it once, before the model is loaded;
-    a user's own OpenMP wait setting wins."""
+    91-97, one thread 82-89 / 123-128 (benchmarks/RESULTS.md). Its decode steps run one
+    thread, so they have no barriers to wait at. Set from the checkpoint's size on disk, since
+    OpenMP reads it once, before the model is loaded; a user's own OpenMP wait setting wins."""
     if threads or available_cores() < 2:
         return {}
     if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
@@ -218,10 +220,6 @@ def core_env(config: Any, threads: int | None) -> dict[str, str]:
     if not files or size >= SMALL_MODEL_BYTES:
         return {}
     return {"GOMP_SPINCOUNT": BARRIER_SPINS}
-
-
-# libgomp's spins at a barrier before it sleeps (its default: 300,000)
-BARRIER_SPINS = "10000"
 
 
 def available_cores() -> int:

@@ -475,9 +475,10 @@ def _unwrap_prompt(prompt: dict) -> str | list[int]:
         raise ValueError("a prompt dict needs exactly one of 'prompt' and 'prompt_token_ids', "
                          f"got keys {sorted(prompt)}")
     if "prompt" in prompt:
-        if not isinstance(prompt["prompt"], str):
-            raise ValueError(f"prompt['prompt'] must be a str, got {type(prompt['prompt']).__name__}")
-        return prompt["prompt"]
+        text = prompt["prompt"]
+        if not isinstance(text, str):
+            raise ValueError(f"prompt['prompt'] must be a str, got {type(text).__name__}")
+        return text
     ids = prompt["prompt_token_ids"]
     if not isinstance(ids, list | tuple) or not all(isinstance(t, int) for t in ids):
         raise ValueError("prompt['prompt_token_ids'] must be a list of token ids")

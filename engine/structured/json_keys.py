@@ -116,7 +116,7 @@ _DECODE = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r":
 # of their own. An escape begun that starts with one of these is refused.
 _REFUSED = ("/", "u002", "u003", "u004", "u005", "u006", "u007", "u0008", "u0009", "u000a",
             "u000A", "u000c", "u000C", "u000d", "u000D")
-_REFUSED_RE = re.compile(r"/|u00[2-7]|u000[89acdACD]")
+_REFUSED_RE = re.compile("|".join(map(re.escape, _REFUSED)))
 _PLAIN_RE = re.compile(r'[\x20-\x7f]*')  # printable ASCII: one spelling each, but `"` and `\`
 
 
