@@ -162,7 +162,7 @@ def _build(spec: dict[str, Any]) -> Any:
         torch.set_num_threads(threads)
         available = available_cores()
         if available > threads:
-            engine.runner.prefill_threads = available  # long prefills: model_runner.wide_forward
+            engine.runner.prefill_threads = available  # long prefills: long_forward.py
         logger.info("engine core: %d torch threads, %d for long prefills (%.0f MB of weights, "
                     "GOMP_SPINCOUNT %s)", threads, max(threads, available),
                     weight_bytes / 1e6, os.environ.get("GOMP_SPINCOUNT", "default"))
@@ -192,7 +192,7 @@ def model_weight_bytes(model: Any, dtype: Any) -> int:
 def core_env(config: Any, threads: int | None) -> dict[str, str]:
     """Environment the core process starts with. A core that will step a small model on one
     thread and widen its long prefills to every core (`default_core_threads`,
-    `model_runner.wide_forward`) spins only briefly at OpenMP barriers (`GOMP_SPINCOUNT`, then
+    `long_forward.wide_forward`) spins only briefly at OpenMP barriers (`GOMP_SPINCOUNT`, then
     it sleeps): with libgomp's default spin, a two-thread prefill beside any other busy process
     stalls on the preempted thread. Measured on the 2-core machine, 1,600-token chat prompts
     through the server, demo model, medians of 8 (quiet / two busy processes beside it):

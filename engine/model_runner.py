@@ -9,36 +9,17 @@ never read. The transformers fallback gets whole sequences instead (it has no ca
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 from thinkgate.engine.compiled_decode import CompiledDecode
 from thinkgate.engine.compiled_prefill import CompiledPrefill
 from thinkgate.engine.cuda_graphs import DecodeGraphs
 from thinkgate.engine.kv_cache import KVCache, build_attention_metadata
+from thinkgate.engine.long_forward import PREFILL_TOKENS, fast_fp32_keeps_accuracy, wide_forward
 from thinkgate.engine.model_loader import LoadedModel
 from thinkgate.engine.row_prefix_store import RowPrefixStore
 from thinkgate.engine.scheduler import ScheduledBatch
 from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.slot_cache import SlotKVCache
-
-# A forward this long is compute-bound for a while: the API process is idle, waiting for it
-PREFILL_TOKENS = 256
-
-
-def wide_forward(run: Callable[..., torch.Tensor], threads: int, *args: object) -> torch.Tensor:
-    """`run(*args)` on `threads` torch threads, then back to the steady count. An engine core
-    serving a small model keeps one core for the API process (engine_core.default_core_threads):
-    right for decode steps, which are dispatch-bound, but a long prompt's prefill is arithmetic
-    that parallelizes (a 1,700-token prompt on the demo model: ~85 ms on one thread, ~50 on
-    two), during which the API process has nothing to do. Compiled steps keep their own count
-    (their code is specialized to it), so only eager forwards widen."""
-    steady = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        return run(*args)
-    finally:
-        torch.set_num_threads(steady)
 
 
 class ModelRunner:
@@ -69,10 +50,13 @@ class ModelRunner:
         # (only rows whose request asks for logprobs), from the last forward
         self.forced_logits: dict[int, torch.Tensor] = {}
         self.logprobs_of_forced = not self.full_sequence  # the fallback keeps last logits only
-        # eager forwards of at least `PREFILL_TOKENS` new tokens run on this many torch threads
-        # when more than the steady count (set by the engine core for small models; see
-        # `wide_forward`); None keeps torch's count for every step
+        # eager forwards of at least `PREFILL_TOKENS` new tokens (long_forward.py) run on this
+        # many torch threads when more than the steady count (set by the engine core for small
+        # models); None keeps torch's count for every step
         self.prefill_threads: int | None = None
+        # ... and through oneDNN's fast fp32 path where it keeps fp32 accuracy on this CPU
+        self.fast_fp32 = (device.type == "cpu" and loaded.dtype == torch.float32
+                          and fast_fp32_keeps_accuracy())
         prepare = getattr(self.model, "prepare_inference", None)
         if prepare is not None:
             prepare()
@@ -110,9 +94,10 @@ class ModelRunner:
             run = self.compiled_decode
         elif self.compiled_prefill is not None and CompiledPrefill.applies(input_ids, meta):
             run = self.compiled_prefill
-        if run is self.model and self.prefill_threads and input_ids.numel() >= PREFILL_TOKENS:
-            hidden = wide_forward(run, self.prefill_threads, input_ids, positions, meta,
-                                  self.kv_cache.layers)
+        if run is self.model and (self.prefill_threads or self.fast_fp32) and (
+                input_ids.numel() >= PREFILL_TOKENS):
+            hidden = wide_forward(run, self.prefill_threads, self.fast_fp32, input_ids,
+                                  positions, meta, self.kv_cache.layers)
         else:
             hidden = run(input_ids, positions, meta, self.kv_cache.layers)  # (B, T, hidden)
         if ragged or batch.is_prefill:

@@ -143,7 +143,7 @@ def test_core_threads_leave_the_api_a_core_only_for_small_models(monkeypatch) ->
 def test_a_long_prompt_prefills_on_every_core_and_matches_in_process(
         llm: LLM, core: EngineProcessClient) -> None:
     """A small model's core steps on one thread but widens a long prefill to every core
-    (model_runner.wide_forward), spinning only briefly at OpenMP barriers; the tokens and
+    (long_forward.wide_forward), spinning only briefly at OpenMP barriers; the tokens and
     logprobs stay those of the in-process engine."""
     prompt = [(i * 37) % 7000 + 100 for i in range(600)]
     params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True, logprobs=1)
@@ -160,22 +160,6 @@ def test_a_long_prompt_prefills_on_every_core_and_matches_in_process(
             os.environ):
         with open(f"/proc/{core.pid}/environ", "rb") as f:
             assert b"GOMP_SPINCOUNT=10000" in f.read().split(b"\0")
-
-
-def test_wide_forward_restores_the_steady_thread_count() -> None:
-    import torch
-    from thinkgate.engine.model_runner import wide_forward
-
-    steady = torch.get_num_threads()
-    seen = wide_forward(lambda x: (torch.get_num_threads(), x), steady + 1, "x")
-    assert seen == (steady + 1, "x") and torch.get_num_threads() == steady
-
-    def fails() -> None:
-        raise RuntimeError("forward failed")
-
-    with pytest.raises(RuntimeError, match="forward failed"):
-        wide_forward(fails, steady + 1)
-    assert torch.get_num_threads() == steady
 
 
 def test_core_env_bounds_barrier_spins_only_for_a_small_model_on_several_cores(
