@@ -94,10 +94,13 @@ class ModelRunner:
             run = self.compiled_decode
         elif self.compiled_prefill is not None and CompiledPrefill.applies(input_ids, meta):
             run = self.compiled_prefill
-        if run is self.model and (self.prefill_threads or self.fast_fp32) and (
+        # compiled steps keep their thread count (their code is specialized to it); a compiled
+        # masked prefill still takes the fast fp32 path (no recompile: it is read at run time)
+        threads = self.prefill_threads if run is self.model else None
+        if (batch.is_prefill or ragged) and (threads or self.fast_fp32) and (
                 input_ids.numel() >= PREFILL_TOKENS):
-            hidden = wide_forward(run, self.prefill_threads, self.fast_fp32, input_ids,
-                                  positions, meta, self.kv_cache.layers)
+            hidden = wide_forward(run, threads, self.fast_fp32, input_ids, positions, meta,
+                                  self.kv_cache.layers)
         else:
             hidden = run(input_ids, positions, meta, self.kv_cache.layers)  # (B, T, hidden)
         if ragged or batch.is_prefill:

@@ -127,6 +127,43 @@ def test_cached_prefix_prefills_run_compiled_and_match_eager(compiled: Any, eage
     assert _graphs() == before  # warm-up built every graph these steps needed
 
 
+def test_a_long_cached_prefix_prefill_stays_compiled_on_the_fast_fp32_path(
+        compiled: Any, eager: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long new tail after a cached prefix runs the compiled masked prefill through
+    long_forward's fast fp32 path where this CPU keeps fp32 accuracy there: no new graph, and
+    the eager engine's tokens and logprobs."""
+    import random
+
+    from thinkgate.engine import model_runner
+
+    runner = compiled.llm_engine.runner
+    seen: list[tuple[bool, int | None, bool]] = []
+    real = model_runner.wide_forward
+
+    def spy(run: Any, threads: int | None, fast: bool, *args: Any) -> Any:
+        seen.append((run is runner.compiled_prefill, threads, fast))
+        return real(run, threads, fast, *args)
+
+    monkeypatch.setattr(model_runner, "wide_forward", spy)
+    rng = random.Random(4)
+    prefix = [rng.randrange(10, 4000) for _ in range(180)]
+    prompt = prefix + [rng.randrange(10, 4000) for _ in range(model_runner.PREFILL_TOKENS + 40)]
+    params = SamplingParams(max_tokens=4, temperature=0, ignore_eos=True, logprobs=1)
+    for llm in (compiled, eager):
+        llm.generate([prefix + [11]], SamplingParams(max_tokens=1), use_tqdm=False)
+    before, steps = _graphs(), runner.compiled_prefill.num_steps
+    seen.clear()
+    ours = compiled.generate([prompt], params, use_tqdm=False)[0]
+    theirs = eager.generate([prompt], params, use_tqdm=False)[0]
+    assert ours.num_cached_tokens > 0 and runner.compiled_prefill.num_steps > steps
+    assert _graphs() == before
+    assert ((True, None, True) in seen) == runner.fast_fp32
+    assert ours.outputs[0].token_ids == theirs.outputs[0].token_ids
+    for tok, la, lb in zip(ours.outputs[0].token_ids, ours.outputs[0].logprobs,
+                           theirs.outputs[0].logprobs):
+        assert abs(la[tok].logprob - lb[tok].logprob) < 1e-3
+
+
 def test_enforce_eager_default_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("THINKGATE_ENFORCE_EAGER", "1")
     assert EngineConfig().enforce_eager is True
