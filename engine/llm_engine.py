@@ -195,6 +195,7 @@ class LLMEngine:
         runner = self.runner
         if (runner.compiled_decode is not None or self.device.type != "cpu"
                 or self.config.enforce_eager or self.loaded.arch is None
+                or self.loaded.arch.moe is not None  # routing's per-expert groups: eager
                 or runner.full_sequence or runner.paged_kernels or not compiler_available()):
             return
         compiled = CompiledDecode(runner.model)

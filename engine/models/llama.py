@@ -1,7 +1,9 @@
-"""Native decoder for the Llama family: Llama 3.x, Mistral, Qwen2/2.5 and Qwen3.
+"""Native decoder for the Llama family: Llama 3.x, Mistral, Qwen2/2.5 and Qwen3, and their
+mixture-of-experts kin Mixtral, Qwen2-MoE and Qwen3-MoE (moe.py: the sparse feed-forward).
 
-The four differ only in small switches read from config.json: q/k/v biases (Qwen2), per-head
-RMSNorm on q and k (Qwen3), RoPE scaling (Llama 3.1 "llama3", "linear"), tied embeddings.
+They differ only in small switches read from config.json: q/k/v biases (Qwen2), per-head
+RMSNorm on q and k (Qwen3), RoPE scaling (Llama 3.1 "llama3", "linear"), tied embeddings, and
+which layers route tokens to experts.
 q/k/v and gate/up are stored fused (one matmul each); `load_weights` maps Hugging Face names.
 Attention reads and writes the paged KV cache through `AttentionMetadata` (see kv_cache.py).
 """
@@ -16,6 +18,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from thinkgate.engine.kv_cache import AttentionMetadata, paged_attention
+from thinkgate.engine.models.moe import (
+    MOE_ARCHITECTURES,
+    MoeSpec,
+    SparseMoe,
+    fuse_experts,
+    moe_weight,
+)
 from thinkgate.engine.models.packed_linear import PackedLinear, linear, pack_linears
 from torch import nn
 
@@ -24,6 +33,7 @@ ARCHITECTURES = (
     "MistralForCausalLM",
     "Qwen2ForCausalLM",
     "Qwen3ForCausalLM",
+    *MOE_ARCHITECTURES,
 )
 
 
@@ -49,6 +59,7 @@ class ArchConfig:
     mlp_bias: bool
     qk_norm: bool
     sliding_window: int | None
+    moe: MoeSpec | None = None  # experts (moe.py); None: every layer dense
 
     @classmethod
     def from_hf(cls, cfg: dict[str, Any]) -> ArchConfig:
@@ -63,10 +74,10 @@ class ArchConfig:
         scaling = cfg.get("rope_scaling") or rope or None
         theta = cfg.get("rope_theta", rope.get("rope_theta", 10000.0))
         heads = cfg["num_attention_heads"]
-        is_qwen2 = arch == "Qwen2ForCausalLM"
+        is_qwen2 = arch in ("Qwen2ForCausalLM", "Qwen2MoeForCausalLM")
         window = None
         if cfg.get("sliding_window") and (
-            arch == "MistralForCausalLM" or cfg.get("use_sliding_window")
+            arch in ("MistralForCausalLM", "MixtralForCausalLM") or cfg.get("use_sliding_window")
         ):
             window = int(cfg["sliding_window"])
         llama_bias = bool(cfg.get("attention_bias", False)) and not is_qwen2
@@ -87,8 +98,9 @@ class ArchConfig:
             attention_bias=is_qwen2 or llama_bias or bool(cfg.get("attention_bias", False)),
             o_proj_bias=llama_bias,
             mlp_bias=bool(cfg.get("mlp_bias", False)),
-            qk_norm=arch == "Qwen3ForCausalLM",
+            qk_norm=arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM"),
             sliding_window=window,
+            moe=MoeSpec.from_hf(arch, cfg) if arch in MOE_ARCHITECTURES else None,
         )
 
 
@@ -120,7 +132,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, cfg: ArchConfig) -> None:
+    def __init__(self, cfg: ArchConfig, index: int = 0) -> None:
         super().__init__()
         self.cfg = cfg
         h, d = cfg.hidden_size, cfg.head_dim
@@ -133,8 +145,11 @@ class DecoderLayer(nn.Module):
         self.qk_norm = (
             nn.Parameter(torch.ones(cfg.num_heads + cfg.num_kv_heads, d)) if cfg.qk_norm else None
         )
-        self.gate_up = nn.Linear(h, 2 * cfg.intermediate_size, bias=cfg.mlp_bias)
-        self.down = nn.Linear(cfg.intermediate_size, h, bias=cfg.mlp_bias)
+        # a sparse layer routes to experts (moe.py); a dense one has one SwiGLU MLP
+        self.moe = SparseMoe(cfg.moe, h) if cfg.moe and cfg.moe.is_sparse(index) else None
+        if self.moe is None:
+            self.gate_up = nn.Linear(h, 2 * cfg.intermediate_size, bias=cfg.mlp_bias)
+            self.down = nn.Linear(cfg.intermediate_size, h, bias=cfg.mlp_bias)
 
     def forward(
         self,
@@ -158,7 +173,10 @@ class DecoderLayer(nn.Module):
         q, k = qk[:, :, : cfg.num_heads], qk[:, :, cfg.num_heads :]
         attn = paged_attention(q, k, v, k_cache, v_cache, meta)  # (B, T, H * D)
         x = x + self.o(attn)
-        gate, up = self.gate_up(rms_norm(x, self.post_norm, cfg.rms_norm_eps)).chunk(2, dim=-1)
+        h = rms_norm(x, self.post_norm, cfg.rms_norm_eps)
+        if self.moe is not None:
+            return x + self.moe(h)
+        gate, up = self.gate_up(h).chunk(2, dim=-1)
         return x + self.down(F.silu(gate) * up)
 
 
@@ -169,7 +187,7 @@ class LlamaFamilyForCausalLM(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_layers))
+        self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_layers))
         self.norm = nn.Parameter(torch.ones(cfg.hidden_size))
         self.lm_head = (
             None
@@ -220,7 +238,8 @@ class LlamaFamilyForCausalLM(nn.Module):
         self.packed_lm_head = PackedLinear(weight) if PackedLinear.supported(weight) else None
         if weight.dtype == torch.bfloat16:
             for layer in self.layers:
-                pack_linears(layer, ("qkv", "o", "gate_up", "down"))
+                pack_linears(layer, ("qkv", "o") if layer.moe is not None else
+                             ("qkv", "o", "gate_up", "down"))
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits (N, V) float32 from final hidden states (N, hidden)."""
@@ -230,7 +249,7 @@ class LlamaFamilyForCausalLM(nn.Module):
     def load_weights(self, tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Copy Hugging Face-named tensors in; raise on a missing, unknown or misshapen weight."""
         params = dict(self.named_parameters())
-        pending: dict[str, dict[str, torch.Tensor]] = {}
+        pending: dict[str, dict[Any, torch.Tensor]] = {}
         loaded: set[str] = set()
         for name, tensor in tensors:
             for target, part in _hf_name_to_ours(name, self.cfg):
@@ -270,8 +289,10 @@ _FUSED_ORDER = {
 }
 
 
-def _fuse(target: str, parts: dict[str, torch.Tensor], cfg: ArchConfig) -> torch.Tensor:
+def _fuse(target: str, parts: dict[Any, torch.Tensor], cfg: ArchConfig) -> torch.Tensor:
     kind = target.split(".")[2]
+    if kind == "moe" and cfg.moe is not None:
+        return fuse_experts(target, parts, cfg.moe)
     order = _FUSED_ORDER[kind]
     if set(parts) != set(order):
         raise ValueError(f"checkpoint has only {sorted(parts)} of {list(order)} for {target!r}")
@@ -317,4 +338,8 @@ def _hf_name_to_ours(name: str, cfg: ArchConfig) -> list[tuple[str | None, str |
     if len(parts) == 4 and parts[0] == "model" and parts[1] == "layers" and parts[3] in _LAYER_MAP:
         target, part = _LAYER_MAP[parts[3]]
         return [(f"layers.{parts[2]}.{target}", part)]
+    if len(parts) == 4 and parts[0] == "model" and parts[1] == "layers" and cfg.moe is not None:
+        found = moe_weight(parts[3])
+        if found is not None:
+            return [(f"layers.{parts[2]}.{found[0]}", found[1])]
     raise ValueError(f"checkpoint weight {name!r} is not a {cfg.architecture} weight")

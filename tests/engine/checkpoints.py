@@ -43,8 +43,11 @@ def make_checkpoint(folder: Path, arch: str = "qwen3", **overrides: Any) -> Any:
         AutoModelForCausalLM,
         LlamaConfig,
         MistralConfig,
+        MixtralConfig,
         Qwen2Config,
+        Qwen2MoeConfig,
         Qwen3Config,
+        Qwen3MoeConfig,
     )
 
     tok = make_tokenizer(folder)
@@ -62,6 +65,17 @@ def make_checkpoint(folder: Path, arch: str = "qwen3", **overrides: Any) -> Any:
         "qwen3": (Qwen3Config, dict(head_dim=16, tie_word_embeddings=True)),
         "qwen2": (Qwen2Config, dict(tie_word_embeddings=False)),
         "mistral": (MistralConfig, dict(tie_word_embeddings=False)),
+        # experts: 6, 2 a token; Qwen3-MoE with a dense first layer and renormalized weights,
+        # Qwen2-MoE with its gated shared expert, Mixtral (renormalizes always)
+        "qwen3_moe": (Qwen3MoeConfig, dict(head_dim=16, num_experts=6, num_experts_per_tok=2,
+                                           moe_intermediate_size=48, norm_topk_prob=True,
+                                           mlp_only_layers=[0], tie_word_embeddings=False)),
+        "qwen2_moe": (Qwen2MoeConfig, dict(num_experts=6, num_experts_per_tok=2,
+                                           moe_intermediate_size=48,
+                                           shared_expert_intermediate_size=96,
+                                           tie_word_embeddings=False)),
+        "mixtral": (MixtralConfig, dict(num_local_experts=6, num_experts_per_tok=2,
+                                        intermediate_size=48, tie_word_embeddings=False)),
         "llama": (
             LlamaConfig,
             dict(
