@@ -128,11 +128,11 @@ def run_set(h: Harness, fmt: str, case: dict[str, Any], ttfm: list[float],
         why[case["id"]] = str(err)[:300]
         return "refused"
     ttfm.append(time.perf_counter() - start)
-    text = render_calls(fmt, [tuple(c) for c in case["calls"]])
+    text = render_calls(fmt, [tuple(c) for c in case["calls"]], tools=case["tools"])
     if not h.goes_through(row, text, mask_s):
         return "valid rejected"
     for _, name, args in case.get("invalid") or ():
-        bad = render_calls(fmt, [(name, args)])
+        bad = render_calls(fmt, [(name, args)], tools=case["tools"])
         if not expressible(fmt, bad, case["tools"]):
             continue
         _, row = h.start(fmt, case["tools"], cold=False)
