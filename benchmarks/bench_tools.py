@@ -19,6 +19,11 @@ same tools in another order (one grammar: the compile cache); a new combination 
 before (all but one: the per-schema caches); each cell the median of `--many-repeats` rounds.
 
     python -m thinkgate.benchmarks.bench_tools --model /tmp/qwen3-vocab --limit 120
+
+`--round-trip-only` skips the grammars and counts, per format, the tool sets whose written calls
+read back exactly (`--formats all`: every tool parser name):
+
+    python -m thinkgate.benchmarks.bench_tools --round-trip-only --formats all
 """
 
 from __future__ import annotations
@@ -128,11 +133,11 @@ def run_set(h: Harness, fmt: str, case: dict[str, Any], ttfm: list[float],
         why[case["id"]] = str(err)[:300]
         return "refused"
     ttfm.append(time.perf_counter() - start)
-    text = render_calls(fmt, [tuple(c) for c in case["calls"]])
+    text = render_calls(fmt, [tuple(c) for c in case["calls"]], tools=case["tools"])
     if not h.goes_through(row, text, mask_s):
         return "valid rejected"
     for _, name, args in case.get("invalid") or ():
-        bad = render_calls(fmt, [(name, args)])
+        bad = render_calls(fmt, [(name, args)], tools=case["tools"])
         if not expressible(fmt, bad, case["tools"]):
             continue
         _, row = h.start(fmt, case["tools"], cold=False)
@@ -171,6 +176,26 @@ def many_tools(h: Harness, fmt: str, cases: list[dict[str, Any]],
     return cells
 
 
+def round_trips(formats: list[str], cases: list[dict[str, Any]]) -> None:
+    """The parser side alone: per format, how many tool sets read back exactly."""
+    from thinkgate.parsers.tools.grammar import render_calls
+
+    print(f"# bench_tools --round-trip-only: {len(cases)} tool sets")
+    print("| format | read back exactly | round trip | no writer |\n|---|---|---|---|")
+    for fmt in formats:
+        counts: Counter[str] = Counter()
+        for case in cases:
+            try:
+                text = render_calls(fmt, [tuple(c) for c in case["calls"]], tools=case["tools"])
+            except ValueError:
+                counts["no writer"] += 1
+                continue
+            ok = round_trip(fmt, text, case["calls"], case["tools"])
+            counts["passing" if ok else "round trip"] += 1
+        print(f"| {fmt} | {counts['passing']} | {counts['round trip']} | {counts['no writer']} |",
+              flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -184,7 +209,16 @@ def main() -> None:
     ap.add_argument("--many-repeats", type=int, default=5,
                     help="rounds of each many-tools cell (the median is shown)")
     ap.add_argument("--json", default=None, help="write per-set outcomes and reasons here")
+    ap.add_argument("--round-trip-only", action="store_true",
+                    help="no grammars: only whether each format reads its written calls back")
     args = ap.parse_args()
+    if args.formats == ["all"]:
+        from thinkgate.parsers import list_parsers
+
+        args.formats = list_parsers()["tool"]
+    if args.round_trip_only:
+        round_trips(args.formats, load_cases(args.data, args.limit, args.seed))
+        return
     torch.set_num_threads(1)
     folder, tokenizer, vocab_size, stop_ids = load_tokenizer(args.model)
     cases = load_cases(args.data, args.limit, args.seed)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .convert import schema_types
+from .convert import items_schema, member_schema, property_schema, schema_types
+from .nested_body import nested_value
 from .spec import Region
 from .xml_body import ParamSyntax
 
@@ -113,21 +114,40 @@ def _gemma_literal(v: Any, d: str, top: bool = True) -> str:
     return json.dumps(v)
 
 
-def _nested(v: Any, ns: str) -> str:
+def _nested(v: Any, ns: str, schema: dict | None = None, root: dict | None = None) -> str:
+    """``v`` as MiniMax-M3 elements: objects nest elements, arrays repeat ``<item>``. Elements
+    carry no types, so a member the schema does not type reads back as a string (``<math>90``
+    is ``"90"``, in vLLM's reader as in ours); a container holding one is written as JSON text
+    instead where its schema says object or array, which both readers JSON-decode."""
     if isinstance(v, dict):
-        return "".join(f"{ns}<{k}>{_nested(x, ns)}{ns}</{k}>" for k, x in v.items())
-    if isinstance(v, list):
-        return "".join(f"{ns}<item>{_nested(x, ns)}{ns}</item>" for x in v)
-    return v if isinstance(v, str) else json.dumps(v)
+        text = "".join(f"{ns}<{k}>{_nested(x, ns, member_schema(schema, k, root), root)}{ns}</{k}>"
+                       for k, x in v.items())
+    elif isinstance(v, list):
+        items = items_schema(schema, root)
+        text = "".join(f"{ns}<item>{_nested(x, ns, items, root)}{ns}</item>" for x in v)
+    else:
+        return v if isinstance(v, str) else json.dumps(v)
+    if schema is None or _reads_as(text, schema, ns, root, v):
+        return text
+    as_json = json.dumps(v, ensure_ascii=False)
+    return as_json if _reads_as(as_json, schema, ns, root, v) else text
 
 
-def render_args(region: Region, args: dict[str, Any]) -> str:
-    """``args`` written the way the region's body writes them."""
+def _reads_as(text: str, schema: dict, ns: str, root: dict | None, want: Any) -> bool:
+    got = nested_value(text, schema, ns, root)
+    return json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+
+
+def render_args(region: Region, args: dict[str, Any], schema: dict | None = None) -> str:
+    """``args`` written the way the region's body writes them (``schema``: the tool's
+    parameters, which the nested XML body needs to write values that read back typed)."""
     kind = region.render_args
     if kind == "json":
         return json.dumps(args, ensure_ascii=False)
     if kind == "nested_xml":
-        return _nested(args, region.namespace)
+        ns = region.namespace
+        return "".join(f"{ns}<{k}>{_nested(x, ns, property_schema(schema, k), schema)}{ns}</{k}>"
+                       for k, x in args.items())
     if kind == "pythonic":
         return ", ".join(f"{k}={_py_literal(v)}" for k, v in args.items())
     if kind == "gemma":

@@ -158,14 +158,16 @@ def _auto(lay: RegionLayout, tags: list[dict], others: list[str], parallel: bool
 
 
 def render_calls(tool_parser_name: str, calls: Sequence[tuple[str, dict[str, Any]]],
-                 tokenizer: Any = None) -> str:
-    """``calls`` written in the format's canonical syntax (what its grammar accepts)."""
+                 tokenizer: Any = None, tools: Sequence[dict[str, Any]] | None = None) -> str:
+    """``calls`` written in the format's canonical syntax (what its grammar accepts). With the
+    request's ``tools``, a format whose syntax carries no types (MiniMax-M3's elements) writes
+    each value so that the parser reads it back as the same JSON under the tool's schema."""
     from .args_syntax import render_args
 
     lay = region_layout(_spec(tool_parser_name, tokenizer))
     parts = []
     for i, (name, args) in enumerate(calls):
         c = lay.call(name)
-        body = render_args(lay.region, args)
+        body = render_args(lay.region, args, tool_parameters(list(tools or ()), name))
         parts.append(c.begin + (str(i) + c.after_index if c.has_index else "") + body + c.end)
     return lay.open + lay.sep.join(parts) + lay.close

@@ -1,6 +1,8 @@
 """``hf`` and ``beam``: the tool syntax is read from the model's own files.
 
-The chat template (and a ``response_template``/``response_schema`` in the tokenizer config, if
+vLLM 0.33 reads these names from the checkpoint's ``response_template`` metadata; when that dict
+has a ``tool_calls`` field whose ``open`` is a literal, the known format that starts with it is
+the format. Otherwise the chat template (and a ``response_template``/``response_schema``, if
 present) is searched for the start markers of the known formats; the most specific match wins
 (longest marker). With nothing recognisable the format is Hermes-style ``<tool_call>`` JSON, the
 syntax most HF chat templates use.
@@ -27,17 +29,21 @@ def template_text(tokenizer: Any) -> str:
     for attr in ("chat_template", "response_template", "response_schema"):
         value = getattr(tokenizer, attr, None)
         if value:
-            parts.append(value if isinstance(value, str) else json.dumps(value))
+            parts.append(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
     init = getattr(tokenizer, "init_kwargs", None) or {}
     for key in ("chat_template", "response_template", "response_schema"):
         if init.get(key):
             value = init[key]
-            parts.append(value if isinstance(value, str) else json.dumps(value))
+            parts.append(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
     return "\n".join(parts)
 
 
 def spec_from_template(text: str) -> ToolSpec:
-    """The known format whose longest start marker appears in ``text``."""
+    """The known format whose longest start marker appears in ``text`` (default: Hermes)."""
+    return _best_spec(text) or TOOL_SPECS[_DEFAULT]
+
+
+def _best_spec(text: str) -> ToolSpec | None:
     best: tuple[int, bool, str] | None = None
     for name, spec in TOOL_SPECS.items():
         for marker in spec.start_markers():
@@ -46,10 +52,24 @@ def spec_from_template(text: str) -> ToolSpec:
                 key = (len(marker), marker == spec.regions[0].begin[0], name)
                 if best is None or key[:2] > best[:2]:
                     best = key
-    return TOOL_SPECS[best[2] if best else _DEFAULT]
+    return TOOL_SPECS[best[2]] if best else None
+
+
+def tool_call_openers(tokenizer: Any) -> str:
+    """The literal ``open`` of the ``tool_calls`` field of a ``response_template`` dict ("" if
+    none), joined by newlines."""
+    init = getattr(tokenizer, "init_kwargs", None) or {}
+    template = getattr(tokenizer, "response_template", None) or init.get("response_template")
+    fields = template.get("fields") if isinstance(template, dict) else None
+    field = fields.get("tool_calls") if isinstance(fields, dict) else None
+    raw = field.get("open") if isinstance(field, dict) else None
+    return "\n".join(x for x in ([raw] if isinstance(raw, str) else raw or ()) if isinstance(x, str))
 
 
 def from_model_files(tokenizer: Any) -> SpecToolFormat:
+    spec = _best_spec(tool_call_openers(tokenizer))
+    if spec is not None:
+        return SpecToolFormat(spec)
     return SpecToolFormat(spec_from_template(template_text(tokenizer)))
 
 

@@ -39,3 +39,13 @@ def test_a_seeded_slice_of_bfcl_lets_no_invalid_call_through(harness: Harness, f
     assert counts["passing"] >= 39, (counts, why)
     # every tool set compiled on llguidance (milliseconds), none fell back to xgrammar
     assert harness.grammar.cache.compiled_by["xgrammar"] == 0
+
+
+def test_round_trip_only_counts_every_set_of_each_format(capsys: pytest.CaptureFixture) -> None:
+    from thinkgate.benchmarks.bench_tools import round_trips
+
+    cases = load_cases(SLICE, None, 0)
+    round_trips(["minimax_m3", "hermes"], cases)
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| m")
+            or line.startswith("| h")]
+    assert rows == [f"| minimax_m3 | {len(cases)} | 0 | 0 |", f"| hermes | {len(cases)} | 0 | 0 |"]

@@ -45,9 +45,11 @@ def test_unknown_name_lists_known(kind: str) -> None:
         get_parser(**{kind: "nope"})
 
 
-def test_hf_needs_a_tokenizer() -> None:
-    with pytest.raises(ValueError, match="'hf'.*tokenizer"):
-        get_parser(reasoning_parser="hf")
+@pytest.mark.parametrize("name", ["hf", "beam"])
+def test_template_names_resolve_without_a_tokenizer(name: str) -> None:
+    """As vLLM resolves them before a tokenizer is loaded; the model writes its `<think>` tags."""
+    m = get_parser(reasoning_parser=name, tool_parser=name).parse("<think>r</think>c")
+    assert (m.reasoning, m.content) == ("r", "c")
 
 
 def test_plugin_registers_new_names(tmp_path) -> None:

@@ -29,6 +29,9 @@ PARAMS: dict[str, Any] = {
             "id": _STR, "n": _INT, "flags": {"type": "array", "items": {"type": "boolean"}}}}},
         "tags": {"type": "array", "items": _STR},
         "extra": {"type": "object", "properties": {"k": _INT}},
+        # objects whose members have no declared type (BFCL's dicts of scores, lists of records)
+        "grades": {"type": "object", "description": "subject -> score"},
+        "records": {"type": "array", "items": {"type": "object"}},
     },
     "$defs": {"Place": {"type": "object", "properties": {"lat": {"type": "number"},
                                                          "code": _STR}}},
@@ -42,6 +45,8 @@ CASES = {
     "nested_in_a_list": {"rows": [{"id": "007", "n": 1, "flags": [True, False]},
                                   {"id": "8", "n": 22, "flags": []}]},
     "empty_array_and_object": {"tags": [], "extra": {}, "count": 1},
+    "untyped_members": {"grades": {"math": 90, "avg": 82.5, "passed": True, "note": "7"},
+                        "records": [{"name": ["Li"], "age": [18]}, {"name": "Wu", "age": None}]},
 }
 FORMATS = ("muse_glimmer", "minimax_m3")
 
@@ -62,8 +67,29 @@ def _read(name: str, text: str, tools: list | None, step: int) -> list[tuple[str
 @pytest.mark.parametrize("name", FORMATS)
 def test_schema_typed_values_read_back(name: str, case: str, step: int) -> None:
     args = CASES[case]
-    text = render_calls(name, [("lookup", args)])
+    text = render_calls(name, [("lookup", args)], tools=TOOLS)
     assert _read(name, text, TOOLS, step) == [("lookup", args)]
+
+
+NS = "]<]minimax[>["
+
+
+def _m3_call(body: str) -> str:
+    return f'{NS}<tool_call>{NS}<invoke name="lookup">{body}{NS}</invoke>{NS}</tool_call>'
+
+
+def test_minimax_m3_writes_untyped_members_as_json_text() -> None:
+    """Elements carry no types: under `{"type": "object"}` with no properties, vLLM 0.33's
+    reader (as ours) reads `<math>90` as "90" but JSON-decodes an object-typed element's text.
+    So the writer keeps elements where the schema types them and JSON text where it does not."""
+    untyped = _m3_call(f'{NS}<grades>{NS}<math>90{NS}</math>{NS}</grades>')
+    assert _read("minimax_m3", untyped, TOOLS, 0) == [("lookup", {"grades": {"math": "90"}})]
+    args = {"grades": {"math": 90}, "address": {"floor": 3}}
+    assert render_calls("minimax_m3", [("lookup", args)], tools=TOOLS) == _m3_call(
+        f'{NS}<grades>{{"math": 90}}{NS}</grades>{NS}<address>{NS}<floor>3{NS}</floor>{NS}</address>')
+    # string members read back as elements: nothing to change
+    assert render_calls("minimax_m3", [("lookup", {"grades": {"note": "A"}})], tools=TOOLS) == (
+        _m3_call(f'{NS}<grades>{NS}<note>A{NS}</note>{NS}</grades>'))
 
 
 @pytest.mark.parametrize("step", [0, 3])
