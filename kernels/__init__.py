@@ -16,6 +16,7 @@ from thinkgate.kernels.bitmask import (
     check_indices,
     check_logits_and_bitmask,
 )
+from thinkgate.kernels.moe import fused_moe
 from thinkgate.kernels.reasoning import (
     ReasoningState,
     check_slots,
@@ -29,6 +30,7 @@ __all__ = [
     "Sampled",
     "SamplingTensors",
     "apply_token_bitmask_inplace",
+    "fused_moe",
     "sample",
     "update_reasoning_state",
 ]

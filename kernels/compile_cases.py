@@ -59,6 +59,7 @@ def all_launches(record: Record) -> list:
     _sampler(record, out)
     _paged_attention(record, out)
     _paged_prefill(record, out)
+    _moe(record, out)
     return out
 
 
@@ -100,6 +101,32 @@ def _paged_prefill(record: Record, out: list) -> None:
         record(paged_prefill, "_paged_prefill_kernel", f"{dtype} {model} block={block_size}",
                out, lambda q=q, c=cache, t=tables, n=lens:
                paged_prefill.paged_prefill_attention_triton(q, c, c, t, n, n + 10, 0.1))
+
+
+# model -> (hidden, expert intermediate, experts, top k) of the MoE kernels' cases; what a launch
+# specializes on is each size's divisibility by 16 (and the dtype), so small stand-ins with the
+# same divisibility compile the same code: aligned sizes as every real model has, and one odd set
+MOE_SHAPES = {"aligned (Qwen3-MoE, Mixtral)": (128, 96, 4, 2), "unaligned": (100, 40, 3, 3)}
+
+
+def _moe(record: Record, out: list) -> None:
+    from thinkgate.kernels import moe
+
+    cases = [(m, "bf16") for m in MOE_SHAPES] + [(m, d) for m in list(MOE_SHAPES)[:1]
+                                                 for d in ("fp32", "fp16")]
+    for model, dtype in cases:
+        hidden, inter, experts, top_k = MOE_SHAPES[model]
+        x = torch.zeros(5, hidden, dtype=DTYPES[dtype])
+        w1 = torch.zeros(experts, 2 * inter, hidden, dtype=DTYPES[dtype])
+        w2 = torch.zeros(experts, hidden, inter, dtype=DTYPES[dtype])
+        ids = torch.arange(5 * top_k).view(5, top_k) % experts
+        weights = torch.ones(5, top_k)
+
+        def both(x=x, w1=w1, w2=w2, ids=ids, weights=weights, case=f"{dtype} {model}") -> None:
+            record(moe, "_moe_down_kernel", case, out,
+                   lambda: moe.fused_moe_triton(x, weights, ids, w1, w2))
+
+        record(moe, "_moe_up_kernel", f"{dtype} {model}", out, both)
 
 
 def _bitmask(record: Record, out: list) -> None:

@@ -5,9 +5,10 @@ softmax (float32) -> the top k -> renormalized to sum 1 where the model says so 
 Qwen's `norm_topk_prob`) -> the experts' outputs mixed with those weights. Qwen2-MoE adds a
 shared expert, gated by `sigmoid(shared_expert_gate(x))`, that every token goes through.
 
-Experts are computed grouped by expert (`expert_mix`): the (token, expert) pairs are sorted by
-expert, and each expert that got tokens does one matmul pair over all of its rows, so the cost
-is one GEMM per active expert whatever the batch, never a Python loop over tokens. Experts are
+Experts are computed grouped by expert (`kernels.fused_moe`: Triton on CUDA, its torch twin on
+CPU): the (token, expert) pairs are sorted by expert, and each expert that got tokens does one
+matmul pair over all of its rows, so the cost is one GEMM per active expert whatever the batch,
+never a Python loop over tokens. Experts are
 stored stacked, `gate_up` (E, 2I, H) and `down` (E, H, I), loaded from the Hugging Face
 per-expert weights (`experts.{e}.gate_proj/up_proj/down_proj`, Mixtral's `w1/w3/w2`).
 """
@@ -20,6 +21,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from thinkgate.kernels.moe import fused_moe
 from torch import nn
 
 MOE_ARCHITECTURES = ("MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM")
@@ -76,29 +78,6 @@ def route(logits: torch.Tensor, top_k: int, renormalize: bool
     return weights, experts
 
 
-def expert_mix(x: torch.Tensor, weights: torch.Tensor, experts: torch.Tensor,
-               gate_up: torch.Tensor, down: torch.Tensor) -> torch.Tensor:
-    """sum_j weights[n, j] * expert_{experts[n, j]}(x[n]) for every token row n of x (N, H),
-    grouped by expert: one (rows, H) x (H, 2I) and one (rows, I) x (I, H) matmul per expert
-    that got rows. gate_up (E, 2I, H), down (E, H, I)."""
-    n, k = experts.shape
-    flat = experts.reshape(-1)
-    order = torch.argsort(flat, stable=True)  # (token, slot) pairs grouped by expert
-    rows_of = order // k  # the token of each grouped pair
-    counts = torch.bincount(flat, minlength=gate_up.shape[0]).tolist()
-    grouped = x.index_select(0, rows_of)
-    out = torch.empty_like(grouped)
-    start = 0
-    for e, count in enumerate(counts):
-        if count:
-            rows = grouped[start:start + count]
-            gate, up = F.linear(rows, gate_up[e]).chunk(2, dim=-1)
-            out[start:start + count] = F.linear(F.silu(gate) * up, down[e])
-            start += count
-    out.mul_(weights.reshape(-1)[order].to(out.dtype).unsqueeze(1))
-    return torch.zeros_like(x).index_add_(0, rows_of, out)
-
-
 class SparseMoe(nn.Module):
     """A sparse layer's feed-forward: router, stacked experts, optional gated shared expert."""
 
@@ -119,7 +98,8 @@ class SparseMoe(nn.Module):
         shape = x.shape
         flat = x.reshape(-1, shape[-1])
         weights, experts = route(self.router(flat), self.spec.top_k, self.spec.renormalize)
-        out = expert_mix(flat, weights, experts, self.gate_up, self.down)
+        out = fused_moe(flat.contiguous(), weights, experts, self.gate_up, self.down,
+                        check=False)
         if self.shared_gate_up is not None:
             gate, up = self.shared_gate_up(flat).chunk(2, dim=-1)
             shared = self.shared_down(F.silu(gate) * up)

@@ -11,7 +11,8 @@ import torch.nn.functional as F
 from checkpoints import make_checkpoint
 from test_models import PROMPT, _check_against_transformers, _hf_reference
 from thinkgate import LLM, SamplingParams
-from thinkgate.engine.models.moe import MoeSpec, expert_mix, route
+from thinkgate.engine.models.moe import MoeSpec, route
+from thinkgate.kernels.moe import fused_moe_ref
 
 
 def _token_by_token(x: torch.Tensor, weights: torch.Tensor, experts: torch.Tensor,
@@ -25,7 +26,7 @@ def _token_by_token(x: torch.Tensor, weights: torch.Tensor, experts: torch.Tenso
 
 
 @pytest.mark.parametrize("tokens", [1, 3, 37])
-def test_grouped_expert_mix_equals_the_per_token_sum(tokens: int) -> None:
+def test_the_grouped_twin_equals_the_per_token_sum(tokens: int) -> None:
     gen = torch.Generator().manual_seed(tokens)
     e, h, i, k = 8, 16, 12, 3
     x = torch.randn(tokens, h, generator=gen)
@@ -33,7 +34,7 @@ def test_grouped_expert_mix_equals_the_per_token_sum(tokens: int) -> None:
     down = torch.randn(e, h, i, generator=gen)
     weights, experts = route(torch.randn(tokens, e, generator=gen), k, renormalize=True)
     assert torch.allclose(weights.sum(-1), torch.ones(tokens))
-    got = expert_mix(x, weights, experts, gate_up, down)
+    got = fused_moe_ref(x, weights, experts, gate_up, down)
     want = _token_by_token(x, weights, experts, gate_up, down)
     assert torch.allclose(got, want, atol=1e-4, rtol=1e-4)
     if tokens == 1:  # most experts got no row: only the chosen ones count
