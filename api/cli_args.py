@@ -104,6 +104,10 @@ def add_model_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     p.add_argument("--structured-outputs-disable-additional-properties", action="store_true",
                    help="JSON objects take only the properties their schema lists, even where "
                         "the schema allows others (vLLM's guidance option)")
+    p.add_argument("--speculative-config", type=_json_object, default=None,
+                   help='speculative decoding (vLLM\'s flag), e.g. \'{"method": "ngram", '
+                        '"num_speculative_tokens": 4, "prompt_lookup_max": 4}\': drafts from '
+                        "the prompt and output, each position sampled under its grammar mask")
     p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
                    default=True, help="reuse the KV of cached prompt prefixes (default on; "
                    "--no-enable-prefix-caching turns it off)")

@@ -67,6 +67,7 @@ def engine_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
         "structured_outputs_backend": getattr(ns, "structured_outputs_backend", "auto"),
         "structured_outputs_disable_additional_properties": getattr(
             ns, "structured_outputs_disable_additional_properties", False),
+        "speculative_config": getattr(ns, "speculative_config", None),
     }
 
 

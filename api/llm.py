@@ -48,6 +48,7 @@ class LLM:
                                  "structured_outputs_compile_timeout",
                                  "structured_outputs_backend",
                                  "structured_outputs_disable_additional_properties",
+                                 "speculative_config",
                                  "exclude_tools_when_tool_choice_none"}
         if unknown:
             raise ValueError(f"unknown LLM arguments: {sorted(unknown)}")
@@ -87,6 +88,7 @@ class LLM:
             structured_outputs_backend=kwargs.pop("structured_outputs_backend", "auto"),
             structured_outputs_disable_additional_properties=kwargs.pop(
                 "structured_outputs_disable_additional_properties", False),
+            speculative_config=kwargs.pop("speculative_config", None),
         )
         self.llm_engine = LLMEngine(config)
         self._counter = itertools.count()

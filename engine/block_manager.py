@@ -54,7 +54,8 @@ class BlockManager:
 
     def _missing(self, seq: Sequence) -> int:
         # per sequence per decode step: plain lens, no properties (seq.num_scheduled_tokens)
-        needed = (len(seq.token_ids) + len(seq.forced_ids) + self.block_size - 1) // self.block_size
+        needed = (len(seq.token_ids) + len(seq.forced_ids) + len(seq.draft_ids)
+                  + self.block_size - 1) // self.block_size
         return max(0, needed - len(seq.block_table))
 
     def _prefix_hashes(self, seq: Sequence) -> list[bytes]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -115,6 +116,9 @@ class EngineConfig:
     structured_outputs_backend: str = "auto"
     # vLLM's guidance option: objects take no properties beyond those their schema lists
     structured_outputs_disable_additional_properties: bool = False
+    # vLLM's name: {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": ...,
+    # "prompt_lookup_min": ...} (or its JSON text) drafts k tokens per step (speculative.py)
+    speculative_config: dict[str, Any] | str | None = None
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES and not isinstance(self.dtype, torch.dtype):
@@ -165,6 +169,9 @@ class EngineConfig:
         if not isinstance(self.enable_prefix_caching, bool):
             raise ValueError(
                 f"enable_prefix_caching must be a bool, got {self.enable_prefix_caching!r}")
+        from thinkgate.engine.speculative import SpeculativeConfig
+
+        SpeculativeConfig.parse(self.speculative_config)  # ValueError names the bad field
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an int, got {self.seed!r}")
 

@@ -33,6 +33,7 @@ from thinkgate.engine.sampling_params import RequestOutputKind, SamplingParams
 from thinkgate.engine.scheduler import Scheduler
 from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.slot_cache import SlotKVCache
+from thinkgate.engine.speculative import SpeculativeConfig, Speculator
 from thinkgate.engine.structured.compiling import CompilingRequests
 from thinkgate.engine.structured.structured_output import StructuredOutputHook
 from thinkgate.engine.token_trace import trace_after, trace_before
@@ -108,6 +109,11 @@ class LLMEngine:
         self.num_step_seqs = 0
         self._rng = random.Random(config.seed)
         self.jump_forward_on = config.jump_forward  # per request: structured_outputs.jump_forward
+        # n-gram drafts verified under each position's grammar mask (speculative.py); not for
+        # the transformers fallback (it recomputes whole sequences, no per-position logits)
+        spec = SpeculativeConfig.parse(config.speculative_config)
+        self.speculator = (Speculator(spec, self.vocab_size)
+                           if spec is not None and not self.runner.full_sequence else None)
         self._backend = self.tokenizer.backend_tokenizer
         if compile_now:
             self.compile_decode_step()
@@ -329,7 +335,11 @@ class LLMEngine:
         gate = self.structured_output.finish_fill(fill)
         trace = (trace_before(batch.seqs, gate, self.vocab_size)  # None unless a row asked
                  if self.num_traced_requests else None)
-        sampled = self.sampler(logits, batch.seqs, gate)
+        if self.runner.draft_logits and self.speculator is not None:
+            sampled = self.speculator.verify(logits, self.runner.draft_logits, batch.seqs, gate,
+                                             self.sampler, self._decode_token)
+        else:
+            sampled = self.sampler(logits, batch.seqs, gate)
         self.structured_output.accept(batch.seqs, sampled.token_ids, sampled.reasoning)
         self._record_forced(batch.seqs)
         if trace is not None:
@@ -339,6 +349,8 @@ class LLMEngine:
         self._drop_unused_logprobs(batch.seqs)
         if self.jump_forward_on:
             self.structured_output.jump_forward(batch.seqs, self.runner.logprobs_of_forced)
+        if self.speculator is not None:
+            self.speculator.propose([seq for seq in batch.seqs if not seq.is_finished])
         return self._collect_outputs(batch.seqs)
 
     def _record_forced(self, seqs: list[Sequence]) -> None:
@@ -454,6 +466,7 @@ class LLMEngine:
             "num_step_seqs": self.num_step_seqs,
             **self.block_manager.stats(),
             **self.structured_output.stats(),
+            **(self.speculator.stats() if self.speculator is not None else {}),
         }
 
     def reset_prefix_cache(self) -> None:

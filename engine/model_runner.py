@@ -49,6 +49,8 @@ class ModelRunner:
         # jump-forward: batch row -> (k, V) float32 logits predicting each of its k forced ids
         # (only rows whose request asks for logprobs), from the last forward
         self.forced_logits: dict[int, torch.Tensor] = {}
+        # speculative decoding: batch row -> (k, V) float32 logits after each of its k draft ids
+        self.draft_logits: dict[int, torch.Tensor] = {}
         self.logprobs_of_forced = not self.full_sequence  # the fallback keeps last logits only
         # eager forwards of at least `PREFILL_TOKENS` new tokens (long_forward.py) run on this
         # many torch threads when more than the steady count (set by the engine core for small
@@ -65,9 +67,11 @@ class ModelRunner:
     def forward(self, batch: ScheduledBatch) -> torch.Tensor:
         """Logits (B, V) float32 for the next token of every scheduled sequence."""
         self.forced_logits = {}
+        self.draft_logits = {}
         if self.full_sequence:
             return self._forward_full(batch.seqs)
-        ragged = not batch.is_prefill and any(seq.forced_ids for seq in batch.seqs)
+        ragged = not batch.is_prefill and any(seq.forced_ids or seq.draft_ids
+                                              for seq in batch.seqs)
         if self.graphs is not None and not batch.is_prefill and not ragged and (
                 len(batch.seqs) <= self.graphs.max_batch):
             return self.graphs.run(batch.seqs, self._slot)
@@ -105,6 +109,7 @@ class ModelRunner:
             hidden = run(input_ids, positions, meta, self.kv_cache.layers)  # (B, T, hidden)
         if ragged or batch.is_prefill:
             self._keep_forced_logits(batch.seqs, hidden, last)
+            self._keep_draft_logits(batch.seqs, hidden, last)
         if store is not None:
             for seq in batch.seqs:
                 store.save(seq, seq.num_tokens)  # every token's K/V is in the row now
@@ -113,6 +118,18 @@ class ModelRunner:
         else:
             hidden = hidden[:, -1]
         return self.model.compute_logits(hidden)
+
+    def _keep_draft_logits(self, seqs: list[Sequence], hidden: torch.Tensor,
+                           last: torch.Tensor | None) -> None:
+        """Speculative decoding: the logits after each draft id of each drafted row (`last`
+        points at the row's last real token, whose logits the step returns)."""
+        if last is None:
+            return
+        for row, seq in enumerate(seqs):
+            k = len(seq.draft_ids)
+            if k:
+                end = int(last[row])
+                self.draft_logits[row] = self.model.compute_logits(hidden[row, end + 1:end + 1 + k])
 
     def _keep_forced_logits(
         self, seqs: list[Sequence], hidden: torch.Tensor, last: torch.Tensor | None
@@ -156,7 +173,7 @@ class ModelRunner:
         for seq, length in zip(seqs, lengths):
             start, end = seq.num_cached_tokens, seq.num_scheduled_tokens
             pad = width - length
-            ids.extend(seq.token_ids[start:] + seq.forced_ids + [0] * pad)
+            ids.extend(seq.token_ids[start:] + seq.forced_ids + seq.draft_ids + [0] * pad)
             positions.extend(list(range(start, end)) + [0] * pad)
             slots.extend([self._slot(seq, p) for p in range(start, end)] + [scratch] * pad)
         shape = (len(seqs), width)
@@ -164,7 +181,8 @@ class ModelRunner:
             self._tensor(ids).view(shape),
             self._tensor(positions).view(shape),
             self._tensor(slots),
-            self._tensor([n - 1 for n in lengths]),
+            # the position predicting the next token: a draft's ids come after it
+            self._tensor([n - 1 - len(seq.draft_ids) for seq, n in zip(seqs, lengths)]),
         )
 
     def _prepare_decode(

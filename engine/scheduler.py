@@ -99,6 +99,8 @@ class Scheduler:
         scheduled: list[Sequence] = []
         while self.running:
             seq = self.running.popleft()
+            if seq.draft_ids and not self.block_manager.can_append(seq):
+                seq.draft_ids = []  # a draft never costs a preemption
             while not self.block_manager.can_append(seq):
                 if self.running:
                     self._preempt(self.running.pop())
@@ -112,6 +114,7 @@ class Scheduler:
         return scheduled
 
     def _preempt(self, seq: Sequence) -> None:
+        seq.draft_ids = []
         self.block_manager.free(seq)
         if self.on_preempt is not None:
             self.on_preempt(seq)

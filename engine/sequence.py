@@ -79,6 +79,11 @@ class Sequence:
         # matcher; the next forward computes them with that token, and they become output
         # tokens (before that step's sampled one) in the scheduler's postprocess
         self.forced_ids: list[int] = []
+        # speculative decoding (speculative.py): ids proposed after the last token, computed by
+        # the next forward with it and kept only as far as that step's samples reproduce them;
+        # the n-gram index the proposer keeps of this sequence's tokens (index, tokens indexed)
+        self.draft_ids: list[int] = []
+        self.ngram_index: tuple[dict[tuple[int, ...], int], int] = ({}, 0)
         self.trace: list[Any] | None = [] if params.token_trace else None  # engine/token_trace.py
 
     @property
@@ -87,8 +92,9 @@ class Sequence:
 
     @property
     def num_scheduled_tokens(self) -> int:
-        """Tokens the next forward leaves in the cache: the sequence plus its forced ids."""
-        return len(self.token_ids) + len(self.forced_ids)
+        """Tokens the next forward leaves in the cache: the sequence plus its forced and draft
+        ids."""
+        return len(self.token_ids) + len(self.forced_ids) + len(self.draft_ids)
 
     @property
     def num_output_tokens(self) -> int:

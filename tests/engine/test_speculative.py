@@ -1,0 +1,173 @@
+"""Speculative decoding with n-gram drafts (engine/speculative.py): the same tokens as plain
+decoding (greedy, seeded, under grammars, with stops, limits, logprobs, n > 1 and thinking),
+drafts really kept, and vLLM's config names and defaults."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+from thinkgate import LLM, SamplingParams
+from thinkgate.engine.sequence import Sequence
+from thinkgate.engine.speculative import NgramProposer, SpeculativeConfig
+
+SPEC = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
+        "prompt_lookup_min": 1}
+REPEATING = [
+    "Repeat exactly: the quick brown fox jumps over the lazy dog. the quick brown fox jumps "
+    "over the lazy dog. the quick brown fox",
+    "1 2 3 4 5 6 7 8 9 10 1 2 3 4 5 6 7 8 9 10 1 2 3",
+    "alpha beta gamma delta alpha beta gamma delta alpha beta",
+]
+
+
+@pytest.fixture(scope="module")
+def spec(demo_dir: str) -> LLM:
+    return LLM(model=demo_dir, max_num_seqs=64, speculative_config=SPEC)
+
+
+def _accepted(llm: LLM) -> int:
+    return llm.llm_engine.stats()["spec_decode_num_accepted_tokens"]
+
+
+def _same(base: LLM, spec: LLM, prompts: list[Any], params: SamplingParams) -> list[Any]:
+    want = base.generate(prompts, params, use_tqdm=False)
+    got = spec.generate(prompts, params, use_tqdm=False)
+    for a, b in zip(want, got):
+        assert [o.token_ids for o in b.outputs] == [o.token_ids for o in a.outputs]
+        assert [o.text for o in b.outputs] == [o.text for o in a.outputs]
+        assert [o.finish_reason for o in b.outputs] == [o.finish_reason for o in a.outputs]
+    return got
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_drafts_are_kept_and_the_tokens_are_plain_decodings(llm: LLM, spec: LLM,
+                                                            temperature: float) -> None:
+    before = _accepted(spec)
+    _same(llm, spec, REPEATING, SamplingParams(temperature=temperature, seed=11,
+                                               max_tokens=48, ignore_eos=True))
+    stats = spec.llm_engine.stats()
+    assert stats["spec_decode_num_drafts"] > 0
+    assert _accepted(spec) > before  # tokens really came from drafts
+
+
+def test_stops_and_max_tokens_inside_a_draft(llm: LLM, spec: LLM) -> None:
+    _same(llm, spec, REPEATING, SamplingParams(temperature=0, max_tokens=7, ignore_eos=True))
+    got = _same(llm, spec, REPEATING, SamplingParams(temperature=0, max_tokens=48,
+                                                     stop=["<tool_call><tool_call><tool_call>",
+                                                           "88888", "HelloHelloHello"]))
+    assert all(o.outputs[0].finish_reason == "stop" for o in got)
+
+
+def test_logprobs_of_kept_draft_tokens(llm: LLM, spec: LLM) -> None:
+    params = SamplingParams(temperature=0, max_tokens=32, ignore_eos=True, logprobs=3)
+    want = llm.generate(REPEATING, params, use_tqdm=False)
+    got = spec.generate(REPEATING, params, use_tqdm=False)
+    for a, b in zip(want, got):
+        x, y = a.outputs[0], b.outputs[0]
+        assert y.token_ids == x.token_ids and len(y.logprobs) == len(y.token_ids)
+        for ex, ey in zip(x.logprobs, y.logprobs):
+            assert sorted(ey) == sorted(ex)
+            for token in ey:
+                assert ey[token].logprob == pytest.approx(ex[token].logprob, abs=1e-4)
+                assert ey[token].rank == ex[token].rank
+        assert y.cumulative_logprob == pytest.approx(x.cumulative_logprob, abs=1e-3)
+
+
+def test_n_samples_and_rows_that_may_not_draft_in_one_batch(llm: LLM, spec: LLM) -> None:
+    """n = 3 seeded samples per prompt, beside rows with a presence penalty (which never
+    draft): every row as plain decoding gives it."""
+    _same(llm, spec, REPEATING, SamplingParams(n=3, temperature=0.8, seed=5, max_tokens=32,
+                                               ignore_eos=True))
+    mixed = [SamplingParams(temperature=0, max_tokens=32, ignore_eos=True),
+             SamplingParams(temperature=0, max_tokens=32, ignore_eos=True,
+                            presence_penalty=0.5)] * 2
+    want = llm.generate(REPEATING[:2] * 2, mixed, use_tqdm=False)
+    got = spec.generate(REPEATING[:2] * 2, mixed, use_tqdm=False)
+    assert [g.outputs[0].token_ids for g in got] == [w.outputs[0].token_ids for w in want]
+
+
+SCHEMA = {"type": "object", "properties": {
+    "items": {"type": "array", "minItems": 3, "maxItems": 4, "items": {
+        "type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                         "count": {"type": "integer", "minimum": 0,
+                                                   "maximum": 99}},
+        "required": ["name", "count"], "additionalProperties": False}}},
+    "required": ["items"], "additionalProperties": False}
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_drafts_under_a_json_schema_are_sampled_under_each_positions_mask(
+        llm: LLM, spec: LLM, temperature: float) -> None:
+    """Repeated object keys draft well; every kept token was sampled under the mask of the
+    state the draft leads to, so outputs validate and equal plain decoding's."""
+    params = SamplingParams(n=3, temperature=temperature, seed=3, max_tokens=200)
+    kwargs = {"response_format": {"type": "json_schema",
+                                  "json_schema": {"name": "items", "schema": SCHEMA}},
+              "chat_template_kwargs": {"enable_thinking": False}, "use_tqdm": False}
+    messages = [{"role": "user", "content": "List some items as JSON."}]
+    before = _accepted(spec)
+    want = llm.chat(messages, params, **kwargs)
+    got = spec.chat(messages, params, **kwargs)
+    assert [o.message for o in got] == [o.message for o in want]
+    for out in got:
+        if out.finish_reason == "stop":
+            jsonschema.validate(json.loads(out.message["content"]), SCHEMA)
+    assert any(o.finish_reason == "stop" for o in got)
+    assert _accepted(spec) > before
+
+
+def test_thinking_rows_do_not_draft_and_answers_match(llm: LLM, spec: LLM) -> None:
+    messages = [{"role": "user", "content": "Name a city, twice: Paris Paris"}]
+    fmt = {"type": "json_schema", "json_schema": {"name": "c", "schema": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    params = SamplingParams(temperature=0, max_tokens=96)
+    want = llm.chat(messages, params, use_tqdm=False, response_format=fmt)[0]
+    got = spec.chat(messages, params, use_tqdm=False, response_format=fmt)[0]
+    assert got.message == want.message and got.finish_reason == want.finish_reason
+
+
+def _seq(tokens: list[int]) -> Sequence:
+    return Sequence("r", 0, tokens, SamplingParams(), 0, None, 1 << 20)  # type: ignore[arg-type]
+
+
+def test_the_proposer_takes_the_latest_longest_match() -> None:
+    proposer = NgramProposer(k=3, high=3, low=1)
+    seq = _seq([1, 2, 3, 9, 1, 2, 3, 7, 8, 5, 1, 2, 3])
+    assert proposer.propose(seq, 10) == [7, 8, 5]  # "1 2 3" last seen before 7 8 5
+    assert proposer.propose(seq, 2) == [7, 8]  # cut to the room left
+    seq.token_ids.append(7)  # "2 3 7" seen once, before 8 5 1
+    assert proposer.propose(seq, 10) == [8, 5, 1]
+    assert proposer.propose(_seq([4, 5, 6]), 10) == []  # nothing repeats
+    assert NgramProposer(k=2, high=4, low=2).propose(_seq([1, 2, 9, 3, 2]), 5) == []  # "3 2"
+
+
+def test_config_follows_vllm_names_and_defaults() -> None:
+    parsed = SpeculativeConfig.parse({"method": "ngram", "num_speculative_tokens": 3})
+    assert (parsed.prompt_lookup_max, parsed.prompt_lookup_min) == (5, 5)
+    parsed = SpeculativeConfig.parse('{"method": "[ngram]", "num_speculative_tokens": 2, '
+                                     '"prompt_lookup_max": 3}')
+    assert (parsed.method, parsed.prompt_lookup_max, parsed.prompt_lookup_min) == ("ngram", 3, 3)
+    assert SpeculativeConfig.parse(None) is None
+    for bad, message in (({"method": "eagle", "num_speculative_tokens": 2}, "'eagle'"),
+                         ({"method": "ngram"}, "num_speculative_tokens"),
+                         ({"num_speculative_tokens": 2, "prompt_lookup_min": 4,
+                           "prompt_lookup_max": 2}, "prompt_lookup_min \\(4\\)"),
+                         ({"num_speculative_tokens": 2, "model": "x"}, "unknown fields"),
+                         ("{not json", "not JSON")):
+        with pytest.raises(ValueError, match=message):
+            SpeculativeConfig.parse(bad)
+
+
+def test_the_serve_flag_reaches_the_engine_config() -> None:
+    from thinkgate.api.cli import build_parser
+    from thinkgate.api.launch import engine_kwargs
+    from thinkgate.engine.config import EngineConfig
+
+    ns = build_parser().parse_args(["serve", "--speculative-config", json.dumps(SPEC)])
+    kwargs = engine_kwargs(ns)
+    assert kwargs["speculative_config"] == SPEC
+    with pytest.raises(ValueError, match="speculative_config.method"):
+        EngineConfig(speculative_config={"method": "medusa", "num_speculative_tokens": 1})
