@@ -43,7 +43,7 @@ import itertools
 import json
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from thinkgate.engine.structured.json_object_lark import (
     WS,
@@ -51,6 +51,8 @@ from thinkgate.engine.structured.json_object_lark import (
     declared_key,
     declared_order,
     extra_key,
+    required_any_order,
+    required_in_order,
 )
 from thinkgate.engine.structured.json_schema_rules import ANNOTATIONS, subschemas
 from thinkgate.engine.structured.lark_tags import lark_string
@@ -59,6 +61,10 @@ from thinkgate.engine.structured.lark_tags import lark_string
 # so does every object past this many any-order rules in one schema (compile time).
 MAX_ANY_ORDER = 6
 MAX_ANY_ORDER_RULES = 256
+# Larger objects take their optional members in any order under the repeated-key checks
+# (json_keys.py), their required ones in any order up to MAX_ANY_ORDER of them, else in the
+# declared order or the order `required` lists them; past this many members, declared order
+MAX_TRACKED = 128
 # Larger schemas (canonical text, or lark rules) keep declared order everywhere: llguidance
 # compiles a lark rule in ~20 us, and their compile time is spent already
 MAX_ANY_ORDER_CHARS = 16_000
@@ -79,9 +85,17 @@ class _Unsupported(Exception):
     """The schema holds something the conversion cannot carry over."""
 
 
-def any_order_lark(schema: Any, json_text: Callable[[Any], str], any_whitespace: bool,
-                   max_any_order: int = MAX_ANY_ORDER,
-                   max_rules: int = MAX_ANY_ORDER_RULES) -> str | None:
+class AnyOrderGrammar(NamedTuple):
+    """`any_order_grammar`'s answer: the lark text, and whether an object in it relies on the
+    repeated-key checks (json_keys.py) to take each member at most once."""
+
+    lark: str
+    key_checks: bool
+
+
+def any_order_grammar(schema: Any, json_text: Callable[[Any], str], any_whitespace: bool,
+                      max_any_order: int = MAX_ANY_ORDER,
+                      max_rules: int = MAX_ANY_ORDER_RULES) -> AnyOrderGrammar | None:
     """The lark grammar of `schema` with its objects in any order (module docstring), or None.
     json_text: a sub-schema -> the text `%json` takes (with the request's options)."""
     if not isinstance(schema, dict) or not _local_refs_only(schema):
@@ -94,18 +108,30 @@ def any_order_lark(schema: Any, json_text: Callable[[Any], str], any_whitespace:
         return None
     if not writer.num_reordered:
         return None
-    return "\n".join([f"start: {start}", *writer.rules]) + "\n"
+    return AnyOrderGrammar("\n".join([f"start: {start}", *writer.rules]) + "\n",
+                           writer.key_checks)
+
+
+def any_order_lark(schema: Any, json_text: Callable[[Any], str], any_whitespace: bool,
+                   max_any_order: int = MAX_ANY_ORDER,
+                   max_rules: int = MAX_ANY_ORDER_RULES) -> str | None:
+    """`any_order_grammar`'s lark text alone."""
+    found = any_order_grammar(schema, json_text, any_whitespace, max_any_order, max_rules)
+    return None if found is None else found.lark
 
 
 def may_reorder(schema: Any) -> bool:
     """Whether llguidance may take an object of `schema` in another order than declared (an
-    open object with 1 to `MAX_ANY_ORDER` properties): xgrammar, which keeps declared order,
-    would then accept less (grammar_compile.py promotes a hot schema only when both accept the
-    same)."""
+    object with properties, but a closed one whose every property is required: OpenAI's
+    strict-mode shape): xgrammar, which keeps declared order, would then accept less
+    (grammar_compile.py promotes a hot schema only when both accept the same)."""
     for sub, _ in subschemas(schema):
         props = sub.get("properties")
-        if (isinstance(props, dict) and 1 <= len(props) <= MAX_ANY_ORDER
-                and sub.get("additionalProperties") is not False):
+        if not isinstance(props, dict) or not props:
+            continue
+        required = sub.get("required", [])
+        if sub.get("additionalProperties") is not False or not isinstance(required, list) or (
+                set(props) - set(required)):
             return True
     return False
 
@@ -146,6 +172,7 @@ class _Writer:
         self._num_refs = 0  # never taken back: a name is never reused
         self._log: list[tuple[dict[str, str], str]] = []  # entries to take back with rules
         self.num_reordered = 0  # objects whose members may now come in another order
+        self.key_checks = False  # an object relies on the repeated-key checks
         self._draft = {"$schema": root["$schema"]} if isinstance(root.get("$schema"), str) else {}
         # llguidance's JSON separators: compact ", " / ": ", or WS around any token
         self.ws = "WS? " if any_whitespace else ""
@@ -198,14 +225,15 @@ class _Writer:
         keys = {k for k in schema if k not in ANNOTATIONS and k not in ("definitions", "$defs")}
         if keys == {"$ref"}:
             return self.ref(schema["$ref"])
-        mark = (len(self.rules), len(self._log), self.num_reordered, self.rules_left)
+        mark = (len(self.rules), len(self._log), self.num_reordered, self.rules_left,
+                self.key_checks)
         written = self._convert(schema, keys)
         if written is None or self.num_reordered == mark[2]:
             del self.rules[mark[0]:]
             while len(self._log) > mark[1]:
                 table, key = self._log.pop()
                 del table[key]
-            self.num_reordered, self.rules_left = mark[2], mark[3]
+            self.num_reordered, self.rules_left, self.key_checks = mark[2:]
             return self.json(schema)
         return written
 
@@ -331,15 +359,33 @@ class _Writer:
             extra_member = self.rule(f"{key} {self.colon}{self.value(extra)}", "m")
         need = sorted({names.index(r) for r in required})  # a key listed twice is one key
         name = f"o{len(self.rules)}"
-        if (extra is False or len(names) > self.max_any_order
-                or 1 << len(names) > self.rules_left):
+        if extra is False and len(need) == len(names):  # OpenAI's strict-mode shape
             self.rules.extend(declared_order(name, members, need, extra_member, self.ws,
                                              self.comma))
             return name
-        self.rules_left -= 1 << len(names)
-        if len(names) + (extra_member is not None) >= 2:
+        if len(names) <= self.max_any_order and 1 << len(names) <= self.rules_left:
+            self.rules_left -= 1 << len(names)
+            if len(names) + (extra_member is not None) >= 2:
+                self.num_reordered += 1
+            self.rules.extend(any_order(name, members, need, extra_member, self.ws, self.comma))
+            return name
+        listed = [names.index(r) for r in dict.fromkeys(required)]
+        orders = [need] + ([listed] if listed != need else [])
+        subsets = len(need) <= self.max_any_order and 1 << len(need) <= self.rules_left
+        if not self.ws and len(names) <= MAX_TRACKED and (
+                subsets or len(orders) * (len(need) + 1) <= self.rules_left):
+            # the repeated-key checks take each member at most once (compact separators: the
+            # ones they read), the grammar sees that the required ones are all written
+            self.rules_left -= 1 << len(need) if subsets else len(orders) * (len(need) + 1)
             self.num_reordered += 1
-        self.rules.extend(any_order(name, members, need, extra_member, self.ws, self.comma))
+            self.key_checks = True
+            self.rules.extend(
+                required_any_order(name, members, need, extra_member, "", self.comma)
+                if subsets else
+                required_in_order(name, members, orders, extra_member, "", self.comma))
+            return name
+        self.rules.extend(declared_order(name, members, need, extra_member, self.ws,
+                                         self.comma))
         return name
 
 

@@ -105,3 +105,57 @@ def extra_key(declared: list[str]) -> str:
 
 def _regex(pattern: str) -> str:
     return "/" + pattern.replace("/", "\\/") + "/"
+
+
+def required_any_order(name: str, members: list[str], required: list[int], extra: str | None,
+                       ws: str, comma: str) -> list[str]:
+    """The rules of object `name` whose required members come in any order, tracked by a rule
+    per set of them written (2^r for r required), the optional ones at any point (extra
+    members once every required one is in). The grammar lets an optional member repeat: only
+    for an object whose output the repeated-key checks watch (json_keys.py), which take the
+    repeat out, so the two together take each member at most once, in any order."""
+    optional = [m for i, m in enumerate(members) if i not in required]
+    full = (1 << len(required)) - 1
+
+    def then(done: int) -> list[str]:
+        alts = [f"{m} {name}_{done}" for m in optional]
+        alts += [f"{members[r]} {name}_{done | 1 << j}" for j, r in enumerate(required)
+                 if not done >> j & 1]
+        return alts + ([f"{extra} {name}_{done}"] if extra is not None and done == full else [])
+
+    first = then(0) + (['"}"'] if not required else [])
+    rules = [f'{name}: "{{" {ws}({" | ".join(first)})']
+    for done in range(full + 1):
+        alts = [f"{comma}({' | '.join(then(done))})"] if then(done) else []
+        if done == full:
+            alts.append(f'{ws}"}}"')
+        rules.append(f"{name}_{done}: {' | '.join(alts)}")
+    return rules
+
+
+def required_in_order(name: str, members: list[str], orders: list[list[int]],
+                      extra: str | None, ws: str, comma: str) -> list[str]:
+    """The rules of object `name` whose required members come in one of `orders` (lists of
+    their indices), the optional ones at any point, extra members after the last required
+    one: `{name}_{k}_{i}` has i members of order k written. As `required_any_order`, only for
+    an object the repeated-key checks watch."""
+    num_required = len(orders[0])
+    optional = [m for i, m in enumerate(members) if i not in orders[0]]
+
+    def then(k: int, i: int) -> list[str]:
+        alts = [f"{m} {name}_{k}_{i}" for m in optional]
+        if i < num_required:
+            alts.append(f"{members[orders[k][i]]} {name}_{k}_{i + 1}")
+        elif extra is not None:
+            alts.append(f"{extra} {name}_{k}_{i}")
+        return alts
+
+    first = [a for k in range(len(orders)) for a in then(k, 0)]
+    rules = [f'{name}: "{{" {ws}({" | ".join(dict.fromkeys(first))})']
+    for k in range(len(orders)):
+        for i in range(num_required + 1):
+            alts = [f"{comma}({' | '.join(then(k, i))})"] if then(k, i) else []
+            if i == num_required:
+                alts.append(f'{ws}"}}"')
+            rules.append(f"{name}_{k}_{i}: {' | '.join(alts)}")
+    return rules
