@@ -42,8 +42,9 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from thinkgate.engine.structured.json_object_lark import (
     WS,
@@ -51,6 +52,8 @@ from thinkgate.engine.structured.json_object_lark import (
     declared_key,
     declared_order,
     extra_key,
+    other_key,
+    pattern_key,
     required_any_order,
     required_in_order,
 )
@@ -149,8 +152,9 @@ def _without_annotations(schema: dict[str, Any]) -> dict[str, Any]:
 def _local_refs_only(schema: dict[str, Any]) -> bool:
     """Whether every `$ref` points into this document (and no `$id` moves a base)."""
     for sub, path in subschemas(schema):
-        if path and (isinstance(sub.get("$id"), str) or isinstance(sub.get("id"), str)):
-            return False
+        if path and any(isinstance(sub.get(k), str) and not sub[k].startswith("#")
+                        for k in ("$id", "id")):
+            return False  # a base URI moved (a fragment alone moves none)
         if "$anchor" in sub or "$dynamicRef" in sub or "$recursiveRef" in sub:
             return False
         ref = sub.get("$ref")
@@ -250,7 +254,8 @@ class _Writer:
         objects = types is None and "properties" in schema or types == "object" or (
             isinstance(types, list) and "object" in types)
         if not objects or keys & (_ANY_TYPE_KEYS | _OBJECT_KEYS) - {
-                "anyOf", "allOf", "properties", "required", "additionalProperties"}:
+                "anyOf", "allOf", "properties", "required", "additionalProperties",
+                "patternProperties"}:
             return None
         branches = self.required_branches(schema)
         written = [self.object(b) for b in branches] if branches is not None else [None]
@@ -343,23 +348,32 @@ class _Writer:
             return None
         if any(not isinstance(r, str) for r in required):
             return None
-        if any(props.get(r) is False for r in required) or (extra is False and any(
-                r not in props for r in required)):
+        patterns = schema.get("patternProperties", {})
+        if not isinstance(patterns, dict):
+            return None
+        listed = list(props)
+        # a required key the properties do not list: a member whose value is the one pattern's
+        # that matches it, or an extra one's
+        for r in required:
+            if r in props:
+                continue
+            matching = [p for p in patterns if _compiles(p) and re.search(p, r)]
+            if len(matching) > 1:
+                return None
+            props = {**props, r: patterns[matching[0]] if matching else extra}
+        if any(props[r] is False for r in required):
             return ""
-        # a required key the properties do not list: a member whose value is an extra one's
-        props = {**props, **{r: extra for r in required if r not in props}}
         names = [n for n, s in props.items() if s is not False]
         keys = [self.rule(declared_key(n, lark_string(json.dumps(n, ensure_ascii=False))), "k")
                 for n in names]
         values = [self.value(props[n]) for n in names]
         members = [self.rule(f"{k} {self.colon}{v}", "m") for k, v in zip(keys, values)]
-        extra_member = None
-        if extra is not False:
-            key = self.rule(extra_key(list(props)), "K")
-            extra_member = self.rule(f"{key} {self.colon}{self.value(extra)}", "m")
+        extra_member = self.extra_member(props, extra, patterns, listed)
+        if extra_member is False:
+            return None
         need = sorted({names.index(r) for r in required})  # a key listed twice is one key
         name = f"o{len(self.rules)}"
-        if extra is False and len(need) == len(names):  # OpenAI's strict-mode shape
+        if extra_member is None and len(need) == len(names):  # OpenAI's strict-mode shape
             self.rules.extend(declared_order(name, members, need, extra_member, self.ws,
                                              self.comma))
             return name
@@ -390,12 +404,49 @@ class _Writer:
 
 
 
+    def extra_member(self, props: dict[str, Any], extra: Any, patterns: Any,
+                     listed: list[str]) -> str | None | Literal[False]:
+        """The rule of a member whose key is not declared (`patternProperties`' and
+        `additionalProperties`' members), None when there is none, False when the patterns
+        are outside what `pattern_key` writes (or match a name of `listed`, whose value would
+        then have to satisfy both schemas: the other declared names hold the pattern's own
+        schema, `object`). Pattern members may
+        repeat a key: the repeated-key checks take those out (`key_checks`)."""
+        if not patterns:
+            if extra is False:
+                return None
+            key = self.rule(extra_key(list(props)), "K")
+            return self.rule(f"{key} {self.colon}{self.value(extra)}", "m")
+        if self.ws or any(re.search(p, n) for p in patterns for n in listed if _compiles(p)):
+            return False  # compact separators only (the key checks' ones)
+        alts = []
+        for p, sub in patterns.items():
+            body = pattern_key(p, list(props), [q for q in patterns if q != p])
+            if body is None:
+                return False
+            alts.append(f"{self.rule(body, 'K')} {self.colon}{self.value(sub)}")
+        if extra is not False:
+            body = other_key(list(props), list(patterns))
+            if body is None:
+                return False
+            alts.append(f"{self.rule(body, 'K')} {self.colon}{self.value(extra)}")
+        self.key_checks = True
+        return self.rule(" | ".join(alts), "m")
+
 def _key_set(branch: Any) -> bool:
     """Whether a branch says only which keys are present (`required`) or absent (false)."""
     return isinstance(branch, dict) and not set(branch) - ANNOTATIONS - {
         "required", "properties"} and isinstance(branch.get("required", []), list) and isinstance(
         branch.get("properties", {}), dict) and all(
         v is False for v in branch.get("properties", {}).values())
+
+
+def _compiles(pattern: str) -> bool:
+    try:
+        re.compile(pattern)
+    except (re.error, TypeError):
+        return False
+    return True
 
 
 def _count(value: Any) -> bool:
