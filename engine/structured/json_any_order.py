@@ -417,8 +417,9 @@ class _Writer:
                 return None
             key = self.rule(extra_key(list(props)), "K")
             return self.rule(f"{key} {self.colon}{self.value(extra)}", "m")
-        if self.ws or any(re.search(p, n) for p in patterns for n in listed if _compiles(p)):
-            return False  # compact separators only (the key checks' ones)
+        if self.ws or not all(n.isascii() for n in props) or any(
+                re.search(p, n) for p in patterns for n in listed if _compiles(p)):
+            return False  # compact separators only (the key checks' ones), ASCII names
         alts = []
         for p, sub in patterns.items():
             body = pattern_key(p, list(props), [q for q in patterns if q != p])
