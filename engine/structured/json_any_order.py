@@ -9,12 +9,22 @@ which each object it converts takes its members in any order:
   (n <= `MAX_ANY_ORDER`) gets a rule per set of properties already written: the next member
   is any property not yet written, `}` only once every required one is written, so no key
   repeats and none that is required is missing;
-- a closed object (`additionalProperties: false`, the shape of OpenAI's strict mode, which
-  writes properties in the schema's order) keeps the declared order: its next key stays forced
-  (jump-forward writes it) and a hot schema of closed objects still moves to xgrammar's
-  masks (measured: 13% more decode steps and 45 -> 211 us of mask fill per batch-8 step on
-  the demo model otherwise; 6 of 2,000 MaskBench dev schemas have a closed object's instance
-  in another order);
+- a closed object (`additionalProperties: false`) whose every property is required (the
+  shape of OpenAI's strict mode, which writes properties in the schema's order) keeps the
+  declared order: its next key stays forced (jump-forward writes it) and a hot schema of
+  such objects still moves to xgrammar's masks (measured: 13% more decode steps and
+  45 -> 211 us of mask fill per batch-8 step on the demo model otherwise); a closed object
+  with optional properties takes them in any order like an open one;
+- an object past `MAX_ANY_ORDER` properties (compact separators only) takes its optional
+  members anywhere, the grammar letting one repeat and the repeated-key checks (json_keys.py,
+  `AnyOrderGrammar.key_checks`) taking the repeat out; its required members are tracked by
+  a rule per set written (up to `MAX_ANY_ORDER` of them) or come in the declared order or the
+  order `required` lists them (a valid instance in a third order is refused, never an
+  invalid one taken);
+- `patternProperties` (compact separators, ASCII declared names none of the patterns
+  matches): a pattern member's key is written without escapes in printable ASCII, so the
+  pattern (a subset of ECMA regex: `pattern_key`) reads the key as written; such members,
+  and additional ones (no pattern matching their key), come as extra members do;
 - an open object also takes extra members once
   every required property is written (so a search for a short completion, or a model, cannot
   wander among extra keys before the required ones); an extra key is a JSON string that is no
@@ -23,7 +33,7 @@ which each object it converts takes its members in any order:
   a value of another type (extra keys among themselves: the repeated-key checks, json_keys.py);
 - a declared key is written as JSON text (the name as is, or with `\\u` escapes for non-ASCII);
 - everything else (strings, numbers, `oneOf`, `allOf`, objects with keywords the conversion
-  does not cover: `patternProperties`, `minProperties`, ...) is `%json` of its sub-schema
+  does not cover: `minProperties`, ...) is `%json` of its sub-schema
   with the request's whitespace options, carrying the `definitions` / `$defs` its `$ref`s
   need; `$ref`s become rules (recursion stays recursion); arrays (`items`, `minItems`,
   `maxItems`), `anyOf`, and the `anyOf` of required-key sets the schema rewrites write are
