@@ -44,7 +44,7 @@ from thinkgate.engine.structured.canonical import (
     canonical_tag,
 )
 from thinkgate.engine.structured.guidance_digits import Digits, leading_digits
-from thinkgate.engine.structured.json_any_order import MAX_ANY_ORDER_CHARS, any_order_lark
+from thinkgate.engine.structured.json_any_order import MAX_ANY_ORDER_CHARS, any_order_grammar
 from thinkgate.engine.structured.json_schema_rules import (
     allows_free_keys,
     open_non_ascii_names,
@@ -203,10 +203,12 @@ class GuidanceBackend:
             schema = rewrite_for_guidance(json.loads(text))
             free = kind == "json_object" or allows_free_keys(schema)
             parts: list[Any] = []  # what the any-order grammar left to llguidance's JSON
-            matcher = (self._any_order(schema, any_whitespace, parts)
-                       if kind == "json" and len(text) <= MAX_ANY_ORDER_CHARS else None)
-            if matcher is not None:
-                return GuidanceGrammar(matcher, bound_numbers, _raw_names(text, parts)), free
+            found = (self._any_order(schema, any_whitespace, parts)
+                     if kind == "json" and len(text) <= MAX_ANY_ORDER_CHARS else None)
+            if found is not None:
+                matcher, key_checks = found
+                return (GuidanceGrammar(matcher, bound_numbers, _raw_names(text, parts)),
+                        free or key_checks)
             options = _ANY_WHITESPACE if any_whitespace else _COMPACT
             grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, defaults=options)
         elif kind == "regex":
@@ -229,21 +231,21 @@ class GuidanceBackend:
                                raw), free
 
     def _any_order(self, schema: Any, any_whitespace: bool,
-                   parts: list[Any]) -> llguidance.LLMatcher | None:
-        """A matcher whose objects take their properties in any order (json_any_order.py), or
-        None where that does not apply or llguidance refuses the grammar (the schema is then
-        compiled as it is, and refused there with llguidance's reason). `parts` gets the
-        sub-schemas written as `%json`."""
+                   parts: list[Any]) -> tuple[llguidance.LLMatcher, bool] | None:
+        """A matcher whose objects take their properties in any order (json_any_order.py) and
+        whether it needs the repeated-key checks, or None where that does not apply or
+        llguidance refuses the grammar (the schema is then compiled as it is, and refused
+        there with llguidance's reason). `parts` gets the sub-schemas written as `%json`."""
         def json_text(sub: Any) -> str:
             parts.append(sub)
             return _json_text(json.dumps(sub, separators=(",", ":")), any_whitespace)
 
-        lark = any_order_lark(schema, json_text, any_whitespace)
-        if lark is None:
+        found = any_order_grammar(schema, json_text, any_whitespace)
+        if found is None:
             return None
         matcher = llguidance.LLMatcher(self.tokenizer,
-                                       llguidance.LLMatcher.grammar_from_lark(lark))
-        return None if matcher.is_error() else matcher
+                                       llguidance.LLMatcher.grammar_from_lark(found.lark))
+        return None if matcher.is_error() else (matcher, found.key_checks)
 
     def _compile_tag(self, tag: Any, text: str, any_whitespace: bool,
                      bound_numbers: bool) -> tuple[Any, bool]:

@@ -9,12 +9,22 @@ which each object it converts takes its members in any order:
   (n <= `MAX_ANY_ORDER`) gets a rule per set of properties already written: the next member
   is any property not yet written, `}` only once every required one is written, so no key
   repeats and none that is required is missing;
-- a closed object (`additionalProperties: false`, the shape of OpenAI's strict mode, which
-  writes properties in the schema's order) keeps the declared order: its next key stays forced
-  (jump-forward writes it) and a hot schema of closed objects still moves to xgrammar's
-  masks (measured: 13% more decode steps and 45 -> 211 us of mask fill per batch-8 step on
-  the demo model otherwise; 6 of 2,000 MaskBench dev schemas have a closed object's instance
-  in another order);
+- a closed object (`additionalProperties: false`) whose every property is required (the
+  shape of OpenAI's strict mode, which writes properties in the schema's order) keeps the
+  declared order: its next key stays forced (jump-forward writes it) and a hot schema of
+  such objects still moves to xgrammar's masks (measured: 13% more decode steps and
+  45 -> 211 us of mask fill per batch-8 step on the demo model otherwise); a closed object
+  with optional properties takes them in any order like an open one;
+- an object past `MAX_ANY_ORDER` properties (compact separators only) takes its optional
+  members anywhere, the grammar letting one repeat and the repeated-key checks (json_keys.py,
+  `AnyOrderGrammar.key_checks`) taking the repeat out; its required members are tracked by
+  a rule per set written (up to `MAX_ANY_ORDER` of them) or come in the declared order or the
+  order `required` lists them (a valid instance in a third order is refused, never an
+  invalid one taken);
+- `patternProperties` (compact separators, ASCII declared names none of the patterns
+  matches): a pattern member's key is written without escapes in printable ASCII, so the
+  pattern (a subset of ECMA regex: `pattern_key`) reads the key as written; such members,
+  and additional ones (no pattern matching their key), come as extra members do;
 - an open object also takes extra members once
   every required property is written (so a search for a short completion, or a model, cannot
   wander among extra keys before the required ones); an extra key is a JSON string that is no
@@ -23,7 +33,7 @@ which each object it converts takes its members in any order:
   a value of another type (extra keys among themselves: the repeated-key checks, json_keys.py);
 - a declared key is written as JSON text (the name as is, or with `\\u` escapes for non-ASCII);
 - everything else (strings, numbers, `oneOf`, `allOf`, objects with keywords the conversion
-  does not cover: `patternProperties`, `minProperties`, ...) is `%json` of its sub-schema
+  does not cover: `minProperties`, ...) is `%json` of its sub-schema
   with the request's whitespace options, carrying the `definitions` / `$defs` its `$ref`s
   need; `$ref`s become rules (recursion stays recursion); arrays (`items`, `minItems`,
   `maxItems`), `anyOf`, and the `anyOf` of required-key sets the schema rewrites write are
@@ -42,8 +52,9 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 from thinkgate.engine.structured.json_object_lark import (
     WS,
@@ -51,6 +62,10 @@ from thinkgate.engine.structured.json_object_lark import (
     declared_key,
     declared_order,
     extra_key,
+    other_key,
+    pattern_key,
+    required_any_order,
+    required_in_order,
 )
 from thinkgate.engine.structured.json_schema_rules import ANNOTATIONS, subschemas
 from thinkgate.engine.structured.lark_tags import lark_string
@@ -59,6 +74,10 @@ from thinkgate.engine.structured.lark_tags import lark_string
 # so does every object past this many any-order rules in one schema (compile time).
 MAX_ANY_ORDER = 6
 MAX_ANY_ORDER_RULES = 256
+# Larger objects take their optional members in any order under the repeated-key checks
+# (json_keys.py), their required ones in any order up to MAX_ANY_ORDER of them, else in the
+# declared order or the order `required` lists them; past this many members, declared order
+MAX_TRACKED = 128
 # Larger schemas (canonical text, or lark rules) keep declared order everywhere: llguidance
 # compiles a lark rule in ~20 us, and their compile time is spent already
 MAX_ANY_ORDER_CHARS = 16_000
@@ -79,9 +98,17 @@ class _Unsupported(Exception):
     """The schema holds something the conversion cannot carry over."""
 
 
-def any_order_lark(schema: Any, json_text: Callable[[Any], str], any_whitespace: bool,
-                   max_any_order: int = MAX_ANY_ORDER,
-                   max_rules: int = MAX_ANY_ORDER_RULES) -> str | None:
+class AnyOrderGrammar(NamedTuple):
+    """`any_order_grammar`'s answer: the lark text, and whether an object in it relies on the
+    repeated-key checks (json_keys.py) to take each member at most once."""
+
+    lark: str
+    key_checks: bool
+
+
+def any_order_grammar(schema: Any, json_text: Callable[[Any], str], any_whitespace: bool,
+                      max_any_order: int = MAX_ANY_ORDER,
+                      max_rules: int = MAX_ANY_ORDER_RULES) -> AnyOrderGrammar | None:
     """The lark grammar of `schema` with its objects in any order (module docstring), or None.
     json_text: a sub-schema -> the text `%json` takes (with the request's options)."""
     if not isinstance(schema, dict) or not _local_refs_only(schema):
@@ -94,18 +121,30 @@ def any_order_lark(schema: Any, json_text: Callable[[Any], str], any_whitespace:
         return None
     if not writer.num_reordered:
         return None
-    return "\n".join([f"start: {start}", *writer.rules]) + "\n"
+    return AnyOrderGrammar("\n".join([f"start: {start}", *writer.rules]) + "\n",
+                           writer.key_checks)
+
+
+def any_order_lark(schema: Any, json_text: Callable[[Any], str], any_whitespace: bool,
+                   max_any_order: int = MAX_ANY_ORDER,
+                   max_rules: int = MAX_ANY_ORDER_RULES) -> str | None:
+    """`any_order_grammar`'s lark text alone."""
+    found = any_order_grammar(schema, json_text, any_whitespace, max_any_order, max_rules)
+    return None if found is None else found.lark
 
 
 def may_reorder(schema: Any) -> bool:
     """Whether llguidance may take an object of `schema` in another order than declared (an
-    open object with 1 to `MAX_ANY_ORDER` properties): xgrammar, which keeps declared order,
-    would then accept less (grammar_compile.py promotes a hot schema only when both accept the
-    same)."""
+    object with properties, but a closed one whose every property is required: OpenAI's
+    strict-mode shape): xgrammar, which keeps declared order, would then accept less
+    (grammar_compile.py promotes a hot schema only when both accept the same)."""
     for sub, _ in subschemas(schema):
         props = sub.get("properties")
-        if (isinstance(props, dict) and 1 <= len(props) <= MAX_ANY_ORDER
-                and sub.get("additionalProperties") is not False):
+        if not isinstance(props, dict) or not props:
+            continue
+        required = sub.get("required", [])
+        if sub.get("additionalProperties") is not False or not isinstance(required, list) or (
+                set(props) - set(required)):
             return True
     return False
 
@@ -123,8 +162,9 @@ def _without_annotations(schema: dict[str, Any]) -> dict[str, Any]:
 def _local_refs_only(schema: dict[str, Any]) -> bool:
     """Whether every `$ref` points into this document (and no `$id` moves a base)."""
     for sub, path in subschemas(schema):
-        if path and (isinstance(sub.get("$id"), str) or isinstance(sub.get("id"), str)):
-            return False
+        if path and any(isinstance(sub.get(k), str) and not sub[k].startswith("#")
+                        for k in ("$id", "id")):
+            return False  # a base URI moved (a fragment alone moves none)
         if "$anchor" in sub or "$dynamicRef" in sub or "$recursiveRef" in sub:
             return False
         ref = sub.get("$ref")
@@ -146,6 +186,7 @@ class _Writer:
         self._num_refs = 0  # never taken back: a name is never reused
         self._log: list[tuple[dict[str, str], str]] = []  # entries to take back with rules
         self.num_reordered = 0  # objects whose members may now come in another order
+        self.key_checks = False  # an object relies on the repeated-key checks
         self._draft = {"$schema": root["$schema"]} if isinstance(root.get("$schema"), str) else {}
         # llguidance's JSON separators: compact ", " / ": ", or WS around any token
         self.ws = "WS? " if any_whitespace else ""
@@ -198,14 +239,15 @@ class _Writer:
         keys = {k for k in schema if k not in ANNOTATIONS and k not in ("definitions", "$defs")}
         if keys == {"$ref"}:
             return self.ref(schema["$ref"])
-        mark = (len(self.rules), len(self._log), self.num_reordered, self.rules_left)
+        mark = (len(self.rules), len(self._log), self.num_reordered, self.rules_left,
+                self.key_checks)
         written = self._convert(schema, keys)
         if written is None or self.num_reordered == mark[2]:
             del self.rules[mark[0]:]
             while len(self._log) > mark[1]:
                 table, key = self._log.pop()
                 del table[key]
-            self.num_reordered, self.rules_left = mark[2], mark[3]
+            self.num_reordered, self.rules_left, self.key_checks = mark[2:]
             return self.json(schema)
         return written
 
@@ -222,7 +264,8 @@ class _Writer:
         objects = types is None and "properties" in schema or types == "object" or (
             isinstance(types, list) and "object" in types)
         if not objects or keys & (_ANY_TYPE_KEYS | _OBJECT_KEYS) - {
-                "anyOf", "allOf", "properties", "required", "additionalProperties"}:
+                "anyOf", "allOf", "properties", "required", "additionalProperties",
+                "patternProperties"}:
             return None
         branches = self.required_branches(schema)
         written = [self.object(b) for b in branches] if branches is not None else [None]
@@ -315,34 +358,91 @@ class _Writer:
             return None
         if any(not isinstance(r, str) for r in required):
             return None
-        if any(props.get(r) is False for r in required) or (extra is False and any(
-                r not in props for r in required)):
+        patterns = schema.get("patternProperties", {})
+        if not isinstance(patterns, dict):
+            return None
+        listed = list(props)
+        # a required key the properties do not list: a member whose value is the one pattern's
+        # that matches it, or an extra one's
+        for r in required:
+            if r in props:
+                continue
+            matching = [p for p in patterns if _compiles(p) and re.search(p, r)]
+            if len(matching) > 1:
+                return None
+            props = {**props, r: patterns[matching[0]] if matching else extra}
+        if any(props[r] is False for r in required):
             return ""
-        # a required key the properties do not list: a member whose value is an extra one's
-        props = {**props, **{r: extra for r in required if r not in props}}
         names = [n for n, s in props.items() if s is not False]
         keys = [self.rule(declared_key(n, lark_string(json.dumps(n, ensure_ascii=False))), "k")
                 for n in names]
         values = [self.value(props[n]) for n in names]
         members = [self.rule(f"{k} {self.colon}{v}", "m") for k, v in zip(keys, values)]
-        extra_member = None
-        if extra is not False:
-            key = self.rule(extra_key(list(props)), "K")
-            extra_member = self.rule(f"{key} {self.colon}{self.value(extra)}", "m")
+        extra_member = self.extra_member(props, extra, patterns, listed)
+        if extra_member is False:
+            return None
         need = sorted({names.index(r) for r in required})  # a key listed twice is one key
         name = f"o{len(self.rules)}"
-        if (extra is False or len(names) > self.max_any_order
-                or 1 << len(names) > self.rules_left):
+        if extra_member is None and len(need) == len(names):  # OpenAI's strict-mode shape
             self.rules.extend(declared_order(name, members, need, extra_member, self.ws,
                                              self.comma))
             return name
-        self.rules_left -= 1 << len(names)
-        if len(names) + (extra_member is not None) >= 2:
+        if len(names) <= self.max_any_order and 1 << len(names) <= self.rules_left:
+            self.rules_left -= 1 << len(names)
+            if len(names) + (extra_member is not None) >= 2:
+                self.num_reordered += 1
+            self.rules.extend(any_order(name, members, need, extra_member, self.ws, self.comma))
+            return name
+        listed = [names.index(r) for r in dict.fromkeys(required)]
+        orders = [need] + ([listed] if listed != need else [])
+        subsets = len(need) <= self.max_any_order and 1 << len(need) <= self.rules_left
+        if not self.ws and len(names) <= MAX_TRACKED and (
+                subsets or len(orders) * (len(need) + 1) <= self.rules_left):
+            # the repeated-key checks take each member at most once (compact separators: the
+            # ones they read), the grammar sees that the required ones are all written
+            self.rules_left -= 1 << len(need) if subsets else len(orders) * (len(need) + 1)
             self.num_reordered += 1
-        self.rules.extend(any_order(name, members, need, extra_member, self.ws, self.comma))
+            self.key_checks = True
+            self.rules.extend(
+                required_any_order(name, members, need, extra_member, "", self.comma)
+                if subsets else
+                required_in_order(name, members, orders, extra_member, "", self.comma))
+            return name
+        self.rules.extend(declared_order(name, members, need, extra_member, self.ws,
+                                         self.comma))
         return name
 
 
+
+    def extra_member(self, props: dict[str, Any], extra: Any, patterns: Any,
+                     listed: list[str]) -> str | None | Literal[False]:
+        """The rule of a member whose key is not declared (`patternProperties`' and
+        `additionalProperties`' members), None when there is none, False when the patterns
+        are outside what `pattern_key` writes (or match a name of `listed`, whose value would
+        then have to satisfy both schemas: the other declared names hold the pattern's own
+        schema, `object`). Pattern members may
+        repeat a key: the repeated-key checks take those out (`key_checks`)."""
+        if not patterns:
+            if extra is False:
+                return None
+            key = self.rule(extra_key(list(props)), "K")
+            return self.rule(f"{key} {self.colon}{self.value(extra)}", "m")
+        if self.ws or not all(n.isascii() for n in props) or any(
+                re.search(p, n) for p in patterns for n in listed if _compiles(p)):
+            return False  # compact separators only (the key checks' ones), ASCII names
+        alts = []
+        for p, sub in patterns.items():
+            body = pattern_key(p, list(props), [q for q in patterns if q != p])
+            if body is None:
+                return False
+            alts.append(f"{self.rule(body, 'K')} {self.colon}{self.value(sub)}")
+        if extra is not False:
+            body = other_key(list(props), list(patterns))
+            if body is None:
+                return False
+            alts.append(f"{self.rule(body, 'K')} {self.colon}{self.value(extra)}")
+        self.key_checks = True
+        return self.rule(" | ".join(alts), "m")
 
 def _key_set(branch: Any) -> bool:
     """Whether a branch says only which keys are present (`required`) or absent (false)."""
@@ -350,6 +450,14 @@ def _key_set(branch: Any) -> bool:
         "required", "properties"} and isinstance(branch.get("required", []), list) and isinstance(
         branch.get("properties", {}), dict) and all(
         v is False for v in branch.get("properties", {}).values())
+
+
+def _compiles(pattern: str) -> bool:
+    try:
+        re.compile(pattern)
+    except (re.error, TypeError):
+        return False
+    return True
 
 
 def _count(value: Any) -> bool:

@@ -105,3 +105,136 @@ def extra_key(declared: list[str]) -> str:
 
 def _regex(pattern: str) -> str:
     return "/" + pattern.replace("/", "\\/") + "/"
+
+
+def required_any_order(name: str, members: list[str], required: list[int], extra: str | None,
+                       ws: str, comma: str) -> list[str]:
+    """The rules of object `name` whose required members come in any order, tracked by a rule
+    per set of them written (2^r for r required), the optional ones at any point (extra
+    members once every required one is in). The grammar lets an optional member repeat: only
+    for an object whose output the repeated-key checks watch (json_keys.py), which take the
+    repeat out, so the two together take each member at most once, in any order."""
+    optional = [m for i, m in enumerate(members) if i not in required]
+    full = (1 << len(required)) - 1
+
+    def then(done: int) -> list[str]:
+        alts = [f"{m} {name}_{done}" for m in optional]
+        alts += [f"{members[r]} {name}_{done | 1 << j}" for j, r in enumerate(required)
+                 if not done >> j & 1]
+        return alts + ([f"{extra} {name}_{done}"] if extra is not None and done == full else [])
+
+    first = then(0) + (['"}"'] if not required else [])
+    rules = [f'{name}: "{{" {ws}({" | ".join(first)})']
+    for done in range(full + 1):
+        alts = [f"{comma}({' | '.join(then(done))})"] if then(done) else []
+        if done == full:
+            alts.append(f'{ws}"}}"')
+        rules.append(f"{name}_{done}: {' | '.join(alts)}")
+    return rules
+
+
+def required_in_order(name: str, members: list[str], orders: list[list[int]],
+                      extra: str | None, ws: str, comma: str) -> list[str]:
+    """The rules of object `name` whose required members come in one of `orders` (lists of
+    their indices), the optional ones at any point, extra members after the last required
+    one: `{name}_{k}_{i}` has i members of order k written. As `required_any_order`, only for
+    an object the repeated-key checks watch."""
+    num_required = len(orders[0])
+    optional = [m for i, m in enumerate(members) if i not in orders[0]]
+
+    def then(k: int, i: int) -> list[str]:
+        alts = [f"{m} {name}_{k}_{i}" for m in optional]
+        if i < num_required:
+            alts.append(f"{members[orders[k][i]]} {name}_{k}_{i + 1}")
+        elif extra is not None:
+            alts.append(f"{extra} {name}_{k}_{i}")
+        return alts
+
+    first = [a for k in range(len(orders)) for a in then(k, 0)]
+    rules = [f'{name}: "{{" {ws}({" | ".join(dict.fromkeys(first))})']
+    for k in range(len(orders)):
+        for i in range(num_required + 1):
+            alts = [f"{comma}({' | '.join(then(k, i))})"] if then(k, i) else []
+            if i == num_required:
+                alts.append(f'{ws}"}}"')
+            rules.append(f"{name}_{k}_{i}: {' | '.join(alts)}")
+    return rules
+
+
+# a key written without escapes, of printable ASCII: its text is its value, so a regex on the
+# text is the schema's pattern on the key (ECMA and llguidance's regexes agree on ASCII once
+# `\d`, `\w` and `.` are spelled out)
+PLAIN_KEY = r'"[\x20\x21\x23-\x5b\x5d-\x7e]*"'
+_CLASS_ESCAPES = {"d": "0-9", "w": "A-Za-z0-9_"}
+_REFUSED_ESCAPES = frozenset("DWsSbBpPkcxu0123456789")
+
+
+def pattern_key(pattern: str, declared: list[str], others: list[str]) -> str | None:
+    """The terminal body of a key `pattern` (a `patternProperties` regex, unanchored as JSON
+    Schema has it) matches, written as `PLAIN_KEY`, no spelling of a `declared` name and
+    matched by none of the `others` patterns; None for a pattern outside the subset written
+    here (lookarounds, inner anchors, Unicode classes, back references)."""
+    body = _key_regex(pattern)
+    if body is None:
+        return None
+    rest = [_key_regex(p) for p in others]
+    if any(r is None for r in rest):
+        return None
+    names = "|".join(key_spellings(n) for n in declared)
+    return " & ".join([_regex(body), _regex(PLAIN_KEY)]
+                      + [f"~{_regex(r)}" for r in rest if r is not None]
+                      + ([f"~{_regex(names)}"] if names else []))
+
+
+def other_key(declared: list[str], patterns: list[str]) -> str | None:
+    """The terminal body of a key no pattern matches (an additional member's, beside
+    `patternProperties`): `PLAIN_KEY`, no spelling of a `declared` name; None as
+    `pattern_key`."""
+    rest = [_key_regex(p) for p in patterns]
+    if any(r is None for r in rest):
+        return None
+    names = "|".join(key_spellings(n) for n in declared)
+    return " & ".join([_regex(PLAIN_KEY)] + [f"~{_regex(r)}" for r in rest if r is not None]
+                      + ([f"~{_regex(names)}"] if names else []))
+
+
+def _key_regex(pattern: str) -> str | None:
+    """A regex of the quoted keys `pattern` matches somewhere, or None (`pattern_key`)."""
+    try:
+        re.compile(pattern)
+    except (re.error, TypeError):
+        return None
+    if "[]" in pattern or "[^]" in pattern:  # ECMA's empty and any-character classes
+        return None
+    out, depth, in_class, i = [], 0, False, 0
+    start = pattern.startswith("^")
+    end = pattern.endswith("$") and not pattern.endswith("\\$")
+    core = pattern[1 if start else 0:len(pattern) - 1 if end else len(pattern)]
+    while i < len(core):
+        ch = core[i]
+        if ch == "\\":
+            nxt = core[i + 1:i + 2]
+            if not nxt or nxt in _REFUSED_ESCAPES:
+                return None
+            if nxt in _CLASS_ESCAPES:
+                out.append(_CLASS_ESCAPES[nxt] if in_class else f"[{_CLASS_ESCAPES[nxt]}]")
+            else:
+                out.append("\\" + nxt)
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch in "^$" or core.startswith("(?", i) or ch == "|" and depth == 0 and (
+                start or end):
+            return None
+        elif ch == "[":
+            in_class = True
+        elif ch == ".":
+            ch = "[^\\n]"
+        elif ch in "()":
+            depth += 1 if ch == "(" else -1
+        out.append(ch)
+        i += 1
+    if in_class or depth:
+        return None
+    return '"' + ("" if start else ".*") + "(?:" + "".join(out) + ")" + ("" if end else ".*") + '"'

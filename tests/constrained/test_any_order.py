@@ -11,7 +11,11 @@ import pytest
 import torch
 from thinkgate.engine.sampling_params import StructuredOutputsParams as SO
 from thinkgate.engine.structured.grammar import Grammar, RequestGrammar
-from thinkgate.engine.structured.json_any_order import MAX_ANY_ORDER, any_order_lark
+from thinkgate.engine.structured.json_any_order import (
+    MAX_ANY_ORDER,
+    any_order_grammar,
+    any_order_lark,
+)
 
 SCHEMA = {"type": "object", "properties": {
     "name": {"type": "string"}, "age": {"type": "integer"},
@@ -77,18 +81,26 @@ def test_a_missing_required_key_never_closes_the_object(guidance: Grammar, tok: 
     assert not row.accept(close[0])
 
 
-def test_closed_objects_keep_the_declared_order(guidance: Grammar, tok: Any) -> None:
-    """OpenAI's strict-mode shape: its outputs come in the schema's key order, the next key
-    stays forced, and a hot schema may still move to xgrammar."""
+def test_closed_objects_of_required_members_keep_the_declared_order(guidance: Grammar,
+                                                                   tok: Any) -> None:
+    """OpenAI's strict-mode shape (closed, every member required): its outputs come in the
+    schema's key order, the next key stays forced, and a hot schema may still move to
+    xgrammar. A closed object with optional members takes them in any order."""
     from thinkgate.engine.structured.json_any_order import may_reorder
 
-    closed = {"type": "object", "properties": {"name": {"type": "string"},
+    strict = {"type": "object", "properties": {"name": {"type": "string"},
                                                "age": {"type": "integer"}},
-              "required": ["name"], "additionalProperties": False}
-    assert _goes(guidance, closed, '{"name": "b", "age": 7}', tok)
-    assert _goes(guidance, closed, '{"name": "b"}', tok)
-    assert not _goes(guidance, closed, '{"age": 7, "name": "b"}', tok)
-    assert not may_reorder(closed) and may_reorder({**closed, "additionalProperties": True})
+              "required": ["name", "age"], "additionalProperties": False}
+    assert _goes(guidance, strict, '{"name": "b", "age": 7}', tok)
+    assert not _goes(guidance, strict, '{"age": 7, "name": "b"}', tok)
+    assert not may_reorder(strict) and may_reorder({**strict, "additionalProperties": True})
+    closed = {**strict, "required": ["name"]}
+    assert may_reorder(closed)
+    for text in ('{"name": "b", "age": 7}', '{"age": 7, "name": "b"}', '{"name": "b"}'):
+        assert _goes(guidance, closed, text, tok), text
+    for text in ('{"age": 7}', '{"age": 7, "name": "b", "x": 1}',
+                 '{"age": 7, "name": "b", "age": 8}'):
+        assert not _goes(guidance, closed, text, tok), text
     nested = {**SCHEMA, "properties": {**SCHEMA["properties"], "pos": {
         **SCHEMA["properties"]["pos"], "additionalProperties": False}}}
     assert _goes(guidance, nested, '{"pos": {"x": 1, "y": 2}, "age": 7, "name": "b"}', tok)
@@ -144,20 +156,75 @@ def test_a_required_key_the_properties_do_not_list(guidance: Grammar, tok: Any) 
     assert not _goes(guidance, schema, '{"id": 3, "name": "b", "id": 4}', tok)
 
 
-def test_past_the_size_limit_an_object_keeps_declared_order(guidance: Grammar, tok: Any) -> None:
-    names = [f"p{i}" for i in range(MAX_ANY_ORDER + 1)]
-    big = {"type": "object", "properties": {n: {"type": "integer"} for n in names},
-           "required": names[:2], "additionalProperties": {"type": "string"}}
-    assert any_order_lark(big, json.dumps, False) is None
-    assert _goes(guidance, big, json.dumps({n: 1 for n in names}), tok)
-    assert not _goes(guidance, big, json.dumps({n: 1 for n in reversed(names)}), tok)
-    small = {**big, "properties": {n: {"type": "integer"} for n in names[:-1]}}
-    assert _goes(guidance, small, json.dumps({n: 1 for n in reversed(names[:-1])}), tok)
+def test_past_the_size_limit_an_object_takes_any_order_under_the_key_checks(
+        guidance: Grammar, tok: Any) -> None:
+    """Past MAX_ANY_ORDER members: optional members anywhere (the repeated-key checks take a
+    second one out), the required ones in any order while there are few of them."""
+    names = [f"p{i}" for i in range(MAX_ANY_ORDER + 3)]
+    for extra in (False, {"type": "string"}):
+        big = {"type": "object", "properties": {n: {"type": "integer"} for n in names},
+               "required": names[:2], "additionalProperties": extra}
+        found = any_order_grammar(big, json.dumps, False)
+        assert found is not None and found.key_checks
+        for order in (names, names[::-1], names[3:] + names[:3], [names[5], names[1]] + names[2:5]
+                      + [names[0]]):
+            assert _goes(guidance, big, json.dumps({n: 1 for n in order}), tok), order
+        assert not _goes(guidance, big, json.dumps({n: 1 for n in names[1:]}), tok)
+        assert not _goes(guidance, big, '{"p3": 1, "p0": 1, "p3": 2, "p1": 1}', tok)
+        assert not _goes(guidance, big, '{"p0": 1, "p1": 1, "p0": 2}', tok)
+        assert not _goes(guidance, big, '{"p0": 1, "p1": "x"}', tok)
+        assert _goes(guidance, big, '{"p0": 1, "p1": 1, "q": "x"}', tok) == (extra is not False)
+    # the request's flexible whitespace: the key checks read compact separators only
+    assert any_order_lark(big, json.dumps, True) is None
+    assert not _goes(guidance, big, json.dumps({n: 1 for n in names[::-1]}), tok,
+                     disable_any_whitespace=False)
     # a big object holding a small one: the small one still takes any order
     outer = {**big, "properties": {**big["properties"], "p0": SCHEMA}}
     inner = json.dumps({"age": 1, "name": "x"})
     assert _goes(guidance, outer, json.dumps({n: 1 for n in names}).replace(
         '"p0": 1', f'"p0": {inner}'), tok)
+
+
+def test_many_required_members_come_in_the_declared_or_the_listed_order(
+        guidance: Grammar, tok: Any) -> None:
+    names = [f"p{i}" for i in range(MAX_ANY_ORDER + 3)]
+    listed = names[1:][::-1] + [names[0]]  # `required` in another order than `properties`
+    schema = {"type": "object", "properties": {n: {"type": "integer"} for n in names},
+              "required": listed[:-1], "additionalProperties": False}
+    assert _goes(guidance, schema, json.dumps({n: 1 for n in names}), tok)
+    assert _goes(guidance, schema, json.dumps({n: 1 for n in listed}), tok)
+    assert _goes(guidance, schema, json.dumps({n: 1 for n in names[1:] + names[:1]}), tok)
+    assert not _goes(guidance, schema, json.dumps({n: 1 for n in names[2:] + names[:2]}), tok)
+    assert not _goes(guidance, schema, json.dumps({n: 1 for n in names[2:]}), tok)
+
+
+def test_pattern_properties(guidance: Grammar, tok: Any) -> None:
+    schema = {"type": "object", "properties": {"version": {"type": "string"},
+                                               "name": {"type": "string"}},
+              "patternProperties": {"^x-": {"type": "integer"}, r"^\d+$": {"type": "boolean"},
+                                    "^req$": {"type": "null"}},
+              "required": ["name", "req"], "additionalProperties": False}
+    found = any_order_grammar(schema, json.dumps, False)
+    assert found is not None and found.key_checks
+    # pattern members, as extra ones, once the required members are in
+    ok = ['{"req": null, "version": "1", "name": "n", "x-a": 1, "12": true}',
+          '{"name": "n", "req": null}', '{"req": null, "name": "n", "x-": 2}']
+    for text in ok:
+        assert _goes(guidance, schema, text, tok), text
+    bad = ['{"name": "n"}', '{"name": "n", "req": 1}', '{"x-a": 1, "name": "n", "req": null}',
+           '{"name": "n", "req": null, "x-a": "1"}', '{"name": "n", "req": null, "y": 1}',
+           '{"name": "n", "req": null, "1a": true}', '{"name": "n", "req": null, "x-a": 1, "x-a": 2}',
+           '{"name": "n", "req": null, "x\\u002da": 1}', '{"name": "n", "req": null, "version": 1}']
+    for text in bad:
+        assert not _goes(guidance, schema, text, tok), text
+    other = {**schema, "additionalProperties": {"type": "string"}}
+    assert _goes(guidance, other, '{"name": "n", "req": null, "y": "s", "x-b": 3}', tok)
+    assert not _goes(guidance, other, '{"name": "n", "req": null, "x-b": "s"}', tok)
+    # a declared name a pattern matches (its value would need both schemas), a pattern outside
+    # the subset written: left to llguidance's own JSON
+    assert any_order_grammar({**schema, "properties": {"x-v": {}}}, json.dumps, False) is None
+    assert any_order_grammar({**schema, "patternProperties": {"(?=a)": {}}}, json.dumps,
+                             False) is None
 
 
 def test_whitespace_options_are_llguidances(guidance: Grammar, tok: Any) -> None:
