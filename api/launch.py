@@ -150,8 +150,8 @@ def _engine_gauges(stats: dict[str, Any]) -> dict[str, float]:
                 "prefix_cache_hits"):
         if key in stats:
             out[key] = float(stats[key])
-    for key, value in stats.items():  # constraints compiled per backend, the compile caches
-        if key.startswith(("grammar_", "schema_cache_")):
+    for key, value in stats.items():  # compiles per backend, the compile caches, drafts
+        if key.startswith(("grammar_", "schema_cache_", "spec_decode_")):
             out[key] = float(value)
     total, free = stats.get("num_kv_blocks"), stats.get("num_free_blocks")
     if total:

@@ -117,6 +117,19 @@ class ServerMetrics:
             "already worked out when a constraint was built", ["model_name"],
             registry=self.registry,
         ).labels(**labels)
+        # speculative decoding (engine/speculative.py), vLLM's spec_decode_* counters
+        self.spec_drafts = Counter(
+            "thinkgate_spec_decode_num_drafts", "Drafts verified (a row's draft in one step)",
+            ["model_name"], registry=self.registry,
+        ).labels(**labels)
+        self.spec_draft_tokens = Counter(
+            "thinkgate_spec_decode_num_draft_tokens", "Draft tokens verified", ["model_name"],
+            registry=self.registry,
+        ).labels(**labels)
+        self.spec_accepted = Counter(
+            "thinkgate_spec_decode_num_accepted_tokens", "Of those, tokens kept: each was the "
+            "sample of its position", ["model_name"], registry=self.registry,
+        ).labels(**labels)
         self._engine_totals: dict[str, float] = {}
         self._engine_stats: Callable[[], dict[str, float]] | None = None
 
@@ -138,7 +151,10 @@ class ServerMetrics:
             for key, counter in (("prefix_cache_queries", self.prefix_queries),
                                  ("prefix_cache_hits", self.prefix_hits),
                                  ("grammar_cache_hits", self.grammar_cache_hits),
-                                 ("schema_cache_hits", self.schema_cache_hits)):
+                                 ("schema_cache_hits", self.schema_cache_hits),
+                                 ("spec_decode_num_drafts", self.spec_drafts),
+                                 ("spec_decode_num_draft_tokens", self.spec_draft_tokens),
+                                 ("spec_decode_num_accepted_tokens", self.spec_accepted)):
                 total = stats.get(key, 0)
                 counter.inc(max(0, total - self._engine_totals.get(key, 0)))
                 self._engine_totals[key] = total
