@@ -5,7 +5,8 @@ from __future__ import annotations
 from .spec import Header, Region, ToolSpec
 from .xml_body import ParamSyntax
 
-QWEN_PARAM = ParamSyntax("<parameter=", ">", "</parameter>")
+# a `<parameter=` met inside a value ends it (a missing `</parameter>`, as vLLM reads it)
+QWEN_PARAM = ParamSyntax("<parameter=", ">", "</parameter>", open_closes=True)
 NAMED_PARAM = ParamSyntax("<parameter name=", ">", "</parameter>")
 KV = ParamSyntax("<arg_key>", "</arg_key>", "</arg_value>", value_open="<arg_value>",
                  trim_newline=False)
@@ -15,12 +16,15 @@ _QFN = Header(name_end=(">",), render='"{name}"')  # `name="NAME">`, as the mode
 
 def _qwen(trim: bool = True) -> tuple[Region, ...]:
     params = QWEN_PARAM if trim else ParamSyntax("<parameter=", ">", "</parameter>",
-                                                 trim_newline=False)
+                                                 trim_newline=False, open_closes=True)
+    # a name with no `>` ends at `</function>` (`<function=bad\n</function>`: a call `bad`)
+    header = Header(name_end=(">",), name_stop=("</function>",))
     return (
         Region(("<tool_call>",), "xml", end=("</tool_call>",), call_begin=("<function=",),
-               header=_FN, params=params, call_close="</function>", render_args="xml"),
-        Region(("<function=",), "xml", header=_FN, params=params, call_close="</function>",
-               render_args="xml"),
+               header=header, params=params, call_close="</function>", render_args="xml"),
+        # the opening `<tool_call>` left out: the `</tool_call>` after the call is dropped
+        Region(("<function=",), "xml", end=("</tool_call>",), header=header, params=params,
+               call_close="</function>", render_args="xml"),
     )
 
 
@@ -85,7 +89,8 @@ SPECS = [
     ToolSpec("step5", _qwen(), "StepFun Step-5", keep_ws=True),
     ToolSpec("mimo", _qwen(trim=False), "Xiaomi MiMo"),
     ToolSpec("seed_oss", (Region(("<seed:tool_call>",), "xml", end=("</seed:tool_call>",),
-                                 call_begin=("<function=",), header=_FN, params=QWEN_PARAM,
+                                 call_begin=("<function=",), header=_FN,
+                                 params=ParamSyntax("<parameter=", ">", "</parameter>"),
                                  call_close="</function>", render_args="xml"),),
              "ByteDance Seed-OSS"),
     # MiniMax writes values bare, and vLLM keeps a value's newlines: no newline framing
