@@ -378,7 +378,8 @@ class RegionReader:
         if r.body == "json_args":
             return JsonArgsBody(name, self.call_id, r.call_end + r.end if r.call_end else ())
         if r.body == "gemma":
-            return GemmaBody(name, r.string_delim, r.call_close)
+            return GemmaBody(name, r.string_delim, r.call_close,
+                             keep_cut=r.string_delim == '<|"|>')
         if r.body == "nested_xml":
             return NestedXmlBody(name, self.call_id, r.namespace,
                                  tool_parameters(self.tools, name), r.call_close, stops)
