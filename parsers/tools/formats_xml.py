@@ -61,10 +61,12 @@ def _dsml(begins: tuple[str, ...], ends: tuple[str, ...], space: str = "",
                             call_close=close, render_args="xml"))
 
 
-def _glm(name_end: tuple[str, ...], params: ParamSyntax = KV) -> tuple[Region, ...]:
+def _glm(name_end: tuple[str, ...], params: ParamSyntax = KV,
+         drop_cut_off: bool = True) -> tuple[Region, ...]:
+    """vLLM's GLM engine parsers drop a block cut off before its name ends, and an empty one."""
     return (Region(("<tool_call>",), "xml", end=("</tool_call>",), params=params,
                    header=Header(name_end=name_end, name_stop=("<arg_key>",)),
-                   render_args="xml"),)
+                   render_args="xml", drop_cut_off=drop_cut_off),)
 
 
 _HY_KV = ParamSyntax("<arg_key>", "</arg_key>", "</arg_value>", value_open="<arg_value",
@@ -151,7 +153,7 @@ SPECS = [
     # vLLM's poolside parser keeps a string-typed value as written and JSON-reads the others
     ToolSpec("poolside_v1", _glm(("\n",), ParamSyntax(
         "<arg_key>", "</arg_key>", "</arg_value>", value_open="<arg_value>", trim_newline=False,
-        decode="json_unless_string")), "Poolside", keep_ws=True),
+        decode="json_unless_string"), drop_cut_off=False), "Poolside", keep_ws=True),
     ToolSpec("hy_v3", (_HY,), "Tencent Hunyuan 3", keep_ws=True),
     ToolSpec("hy_v4", (_HY4,), "Tencent Hunyuan 4 (typed value tags)", keep_ws=True),
     ToolSpec("k2_horizon", (Region(

@@ -272,6 +272,9 @@ class RegionReader:
         else:
             self.name, self.call_id = text.strip("\"'").strip(), None
         nameless = not self.name and self.r.nameless_calls and marker == h.skip_to
+        if not self.name and self.r.drop_cut_off and marker in self.r.end:
+            self.raw = None  # an empty block (`<tool_call></tool_call>`) is dropped
+            return [Content("")], self.buf[len(marker):]  # type: ignore[list-item]
         if (not self.name and not nameless) or len(self.name) > MAX_HEADER or "<|" in self.name:
             # a marker inside the name (`<|plamo:begin_tool_nae:plamo|>write`): the format broke
             return self._give_back(self.buf)
