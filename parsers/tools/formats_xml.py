@@ -5,7 +5,8 @@ from __future__ import annotations
 from .spec import Header, Region, ToolSpec
 from .xml_body import ParamSyntax
 
-QWEN_PARAM = ParamSyntax("<parameter=", ">", "</parameter>")
+# a `<parameter=` met inside a value ends it (a missing `</parameter>`, as vLLM reads it)
+QWEN_PARAM = ParamSyntax("<parameter=", ">", "</parameter>", open_closes=True)
 NAMED_PARAM = ParamSyntax("<parameter name=", ">", "</parameter>")
 KV = ParamSyntax("<arg_key>", "</arg_key>", "</arg_value>", value_open="<arg_value>",
                  trim_newline=False)
@@ -15,12 +16,15 @@ _QFN = Header(name_end=(">",), render='"{name}"')  # `name="NAME">`, as the mode
 
 def _qwen(trim: bool = True) -> tuple[Region, ...]:
     params = QWEN_PARAM if trim else ParamSyntax("<parameter=", ">", "</parameter>",
-                                                 trim_newline=False)
+                                                 trim_newline=False, open_closes=True)
+    # a name with no `>` ends at `</function>` (`<function=bad\n</function>`: a call `bad`)
+    header = Header(name_end=(">",), name_stop=("</function>",))
     return (
         Region(("<tool_call>",), "xml", end=("</tool_call>",), call_begin=("<function=",),
-               header=_FN, params=params, call_close="</function>", render_args="xml"),
-        Region(("<function=",), "xml", header=_FN, params=params, call_close="</function>",
-               render_args="xml"),
+               header=header, params=params, call_close="</function>", render_args="xml"),
+        # the opening `<tool_call>` left out: the `</tool_call>` after the call is dropped
+        Region(("<function=",), "xml", end=("</tool_call>",), header=header, params=params,
+               call_close="</function>", render_args="xml"),
     )
 
 
@@ -57,10 +61,12 @@ def _dsml(begins: tuple[str, ...], ends: tuple[str, ...], space: str = "",
                             call_close=close, render_args="xml"))
 
 
-def _glm(name_end: tuple[str, ...], params: ParamSyntax = KV) -> tuple[Region, ...]:
+def _glm(name_end: tuple[str, ...], params: ParamSyntax = KV,
+         drop_cut_off: bool = True) -> tuple[Region, ...]:
+    """vLLM's GLM engine parsers drop a block cut off before its name ends, and an empty one."""
     return (Region(("<tool_call>",), "xml", end=("</tool_call>",), params=params,
                    header=Header(name_end=name_end, name_stop=("<arg_key>",)),
-                   render_args="xml"),)
+                   render_args="xml", drop_cut_off=drop_cut_off),)
 
 
 _HY_KV = ParamSyntax("<arg_key>", "</arg_key>", "</arg_value>", value_open="<arg_value",
@@ -85,7 +91,8 @@ SPECS = [
     ToolSpec("step5", _qwen(), "StepFun Step-5", keep_ws=True),
     ToolSpec("mimo", _qwen(trim=False), "Xiaomi MiMo"),
     ToolSpec("seed_oss", (Region(("<seed:tool_call>",), "xml", end=("</seed:tool_call>",),
-                                 call_begin=("<function=",), header=_FN, params=QWEN_PARAM,
+                                 call_begin=("<function=",), header=_FN,
+                                 params=ParamSyntax("<parameter=", ">", "</parameter>"),
                                  call_close="</function>", render_args="xml"),),
              "ByteDance Seed-OSS"),
     # MiniMax writes values bare, and vLLM keeps a value's newlines: no newline framing
@@ -146,7 +153,7 @@ SPECS = [
     # vLLM's poolside parser keeps a string-typed value as written and JSON-reads the others
     ToolSpec("poolside_v1", _glm(("\n",), ParamSyntax(
         "<arg_key>", "</arg_key>", "</arg_value>", value_open="<arg_value>", trim_newline=False,
-        decode="json_unless_string")), "Poolside", keep_ws=True),
+        decode="json_unless_string"), drop_cut_off=False), "Poolside", keep_ws=True),
     ToolSpec("hy_v3", (_HY,), "Tencent Hunyuan 3", keep_ws=True),
     ToolSpec("hy_v4", (_HY4,), "Tencent Hunyuan 4 (typed value tags)", keep_ws=True),
     ToolSpec("k2_horizon", (Region(

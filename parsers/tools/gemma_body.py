@@ -88,8 +88,9 @@ def _value(s: str, i: int, delim: str) -> tuple[Any, int]:
 
 
 class GemmaBody(Body):
-    def __init__(self, name: str, delim: str, call_close: str) -> None:
+    def __init__(self, name: str, delim: str, call_close: str, keep_cut: bool = False) -> None:
         self.delim, self.call_close = delim, call_close
+        self.keep_cut = keep_cut  # an entry cut off by the output's end is kept (Gemma 4)
         self.pending: list[Event] = [CallStart(name)]
         self.started = True
         self.buf = ""
@@ -179,5 +180,40 @@ class GemmaBody(Body):
         return [args_entry(self.num, key, value)]
 
     def finish(self) -> list[Event]:
+        """Output cut off inside the arguments: with `keep_cut`, the entry being written is
+        closed and kept (`{city:<|"|>Lon` -> `{"city": "Lon"}`), as vLLM's gemma4 reads it
+        (its functiongemma drops it)."""
         events, self.pending = self.pending, []
+        if self.keep_cut and self.state == "entries" and self.buf.strip():
+            events += self._entry(self.buf + self._closers())
+            self.buf, self.pos = "", 0
         return events
+
+    def _closers(self) -> str:
+        """What closes the cut-off entry in `buf`: its string, then its open containers."""
+        d, s = self.delim, self.buf
+        stack: list[str] = []
+        i, in_str, in_json = 0, False, False
+        while i < len(s):
+            if in_str:
+                j = s.find(d, i)
+                if j < 0:
+                    break
+                in_str, i = False, j + len(d)
+            elif in_json:
+                if s[i] == "\\":
+                    i += 1
+                elif s[i] == '"':
+                    in_json = False
+                i += 1
+            elif s.startswith(d, i):
+                in_str, i = True, i + len(d)
+            else:
+                if s[i] == '"' and stack:
+                    in_json = True
+                elif s[i] in "{[":
+                    stack.append("}" if s[i] == "{" else "]")
+                elif s[i] in "}]" and stack:
+                    stack.pop()
+                i += 1
+        return (d if in_str else '"' if in_json else "") + "".join(reversed(stack))

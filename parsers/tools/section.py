@@ -272,6 +272,9 @@ class RegionReader:
         else:
             self.name, self.call_id = text.strip("\"'").strip(), None
         nameless = not self.name and self.r.nameless_calls and marker == h.skip_to
+        if not self.name and self.r.drop_cut_off and marker in self.r.end:
+            self.raw = None  # an empty block (`<tool_call></tool_call>`) is dropped
+            return [Content("")], self.buf[len(marker):]  # type: ignore[list-item]
         if (not self.name and not nameless) or len(self.name) > MAX_HEADER or "<|" in self.name:
             # a marker inside the name (`<|plamo:begin_tool_nae:plamo|>write`): the format broke
             return self._give_back(self.buf)
@@ -378,7 +381,8 @@ class RegionReader:
         if r.body == "json_args":
             return JsonArgsBody(name, self.call_id, r.call_end + r.end if r.call_end else ())
         if r.body == "gemma":
-            return GemmaBody(name, r.string_delim, r.call_close)
+            return GemmaBody(name, r.string_delim, r.call_close,
+                             keep_cut=r.string_delim == '<|"|>')
         if r.body == "nested_xml":
             return NestedXmlBody(name, self.call_id, r.namespace,
                                  tool_parameters(self.tools, name), r.call_close, stops)

@@ -70,8 +70,9 @@ class Region:
                                        # engine, v11 tokenizers; pre-v11 writes a space first)
     strict_ids: bool = False           # Kimi K2: a call whose id lacks `:INDEX` is skipped, and
                                        # an empty section is dropped (as vLLM's parser does)
-    drop_cut_off: bool = False         # a region the output cuts off before any call is
-                                       # dropped, not given back as text (Kimi K3's XTML)
+    drop_cut_off: bool = False         # a region the output cuts off before any call, or
+                                       # an empty one, is dropped, not given back as text
+                                       # (Kimi K3's XTML; GLM's engine parsers)
 
     def __post_init__(self) -> None:
         if self.body not in BODY_KINDS:
