@@ -337,7 +337,7 @@ class LLMEngine:
                  if self.num_traced_requests else None)
         if self.runner.draft_logits and self.speculator is not None:
             sampled = self.speculator.verify(logits, self.runner.draft_logits, batch.seqs, gate,
-                                             self.sampler, self._decode_token)
+                                             self.sampler, self._decode_token, self._jumps)
         else:
             sampled = self.sampler(logits, batch.seqs, gate)
         self.structured_output.accept(batch.seqs, sampled.token_ids, sampled.reasoning)
@@ -352,6 +352,13 @@ class LLMEngine:
         if self.speculator is not None:
             self.speculator.propose([seq for seq in batch.seqs if not seq.is_finished])
         return self._collect_outputs(batch.seqs)
+
+    def _jumps(self, seq: Sequence) -> bool:
+        """Whether jump-forward will write the text this row's grammar forces (speculative
+        drafts stop before such text, as plain decoding samples nothing there)."""
+        jumps = getattr(self.structured_output, "jumps", None)
+        return bool(self.jump_forward_on and jumps is not None
+                    and jumps(seq, self.runner.logprobs_of_forced))
 
     def _record_forced(self, seqs: list[Sequence]) -> None:
         """Logprobs and penalty counts of the jump-forward ids this step computed (they come

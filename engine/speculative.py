@@ -159,11 +159,12 @@ class Speculator:
     # ---- after the forward: sample every draft position ----
     def verify(self, logits: torch.Tensor, draft_logits: dict[int, torch.Tensor],
                seqs: list[Sequence], gate: GateInputs | None, sampler: Sampler,
-               decode: Any) -> SamplerOutput:
+               decode: Any, jump_forward: Any = None) -> SamplerOutput:
         """One token per row as the sampler would give it, plus each row's kept draft ids in
         its `forced_ids` (accepted by its grammar; their logprob entries already recorded).
         `logits` (B, V): each drafted row's logits at its last real token; `draft_logits`:
-        row -> (k, V) logits after each draft id."""
+        row -> (k, V) logits after each draft id. `jump_forward(seq)`: whether jump-forward
+        writes the text the row's grammar forces (the engine's own test)."""
         if gate is not None and (gate.reasoning is not None or gate.banned_rows):
             for seq in seqs:  # a thinking row: the device gate maps a row to a slot; no drafts
                 seq.draft_ids = []
@@ -174,7 +175,9 @@ class Speculator:
         for seq in seqs:  # each draft cut where its grammar ends it, with the masks along it
             structured, extra = seq.structured_state, None
             if seq.draft_ids and structured is not None and structured.constrained:
-                seq.draft_ids, extra = self._draft_masks(structured.matcher, seq.draft_ids)
+                jumps = jump_forward is not None and jump_forward(seq)
+                seq.draft_ids, extra = self._draft_masks(structured.matcher, seq.draft_ids,
+                                                         jumps)
             extras.append(extra)
         pieces, positions, masks, applies, spans = [], [], [], [], []
         masked = base is not None or any(e is not None for e in extras)
@@ -234,13 +237,20 @@ class Speculator:
                 seq.logprobs.append(make_logprob_entry(token, entry, decode))
                 seq.cumulative_logprob += entry[0]
 
-    def _draft_masks(self, matcher: Any, draft: list[int]) -> tuple[list[int], torch.Tensor]:
+    def _draft_masks(self, matcher: Any, draft: list[int], jumps: bool
+                     ) -> tuple[list[int], torch.Tensor]:
         """The draft cut before the first id the grammar rejects (and after one that ends
-        it), with the mask after each kept id; the matcher is back where it was."""
+        it), with the mask after each kept id; the matcher is back where it was. With `jumps`
+        (jump-forward applies to the row) it is also cut before an id after which the grammar
+        forces text: plain decoding writes that text as jump-forward ids, not samples, so the
+        step's last sample comes right before it, and jump-forward follows as usual."""
         buf = torch.empty(len(draft), self.words, dtype=torch.int32)
         n = 0
         for token in draft:
             if not matcher.accept_token(int(token)):
+                break
+            if jumps and matcher.find_jump_forward_string():
+                matcher.rollback(1)
                 break
             matcher.fill_next_token_bitmask(buf, n)
             n += 1

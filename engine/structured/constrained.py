@@ -216,13 +216,19 @@ class ConstrainedDecoding(StructuredOutputHook):
         if reasoning is not None and self.slots is not None:  # after the matchers: they saw
             self.slots.read_back(seqs, *reasoning)            # the gate before this step
 
+    @staticmethod
+    def jumps(seq: Sequence, with_logprobs: bool = True) -> bool:
+        """Whether jump-forward writes the text this row's grammar forces next."""
+        row: RequestGrammar | None = seq.structured_state
+        return not (row is None or seq.is_finished or not row.constrained
+                    or not seq.params.structured_outputs.jump_forward  # type: ignore[union-attr]
+                    or (row.gate is not None and not row.gate.answering)  # never in thinking
+                    or (seq.logprobs is not None and not with_logprobs))
+
     def jump_forward(self, seqs: list[Sequence], with_logprobs: bool = True) -> None:
         for seq in seqs:
             row: RequestGrammar | None = seq.structured_state
-            if (row is None or seq.is_finished or not row.constrained
-                    or not seq.params.structured_outputs.jump_forward  # type: ignore[union-attr]
-                    or (row.gate is not None and not row.gate.answering)  # never in thinking
-                    or (seq.logprobs is not None and not with_logprobs)):
+            if row is None or not self.jumps(seq, with_logprobs):
                 continue
             limit = seq.max_total_tokens - seq.num_tokens - 1  # room for the sampled token
             if row.planner is not None and row.planner.forcing:  # its plan, but the last id

@@ -171,3 +171,23 @@ def test_the_serve_flag_reaches_the_engine_config() -> None:
     assert kwargs["speculative_config"] == SPEC
     with pytest.raises(ValueError, match="speculative_config.method"):
         EngineConfig(speculative_config={"method": "medusa", "num_speculative_tokens": 1})
+
+
+def test_drafts_stop_where_jump_forward_writes_the_forced_text(llm: LLM, spec: LLM) -> None:
+    """Drafts run into text the grammar forces (the next key of an object): plain decoding
+    writes that text as jump-forward ids, so a draft stops before it and the tokens stay plain
+    decoding's, on each backend the schema meets (repeats promote a hot schema to xgrammar)."""
+    from thinkgate.engine.sampling_params import StructuredOutputsParams
+
+    tokenizer = llm.get_tokenizer()
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "List 24 items as JSON."}], tokenize=False,
+        add_generation_prompt=True, enable_thinking=False)
+    schema = {**SCHEMA, "properties": {"items": {**SCHEMA["properties"]["items"],
+                                                 "minItems": 24, "maxItems": 30}}}
+    params = SamplingParams(temperature=0, max_tokens=96, ignore_eos=True,
+                            structured_outputs=StructuredOutputsParams(json=schema))
+    before = _accepted(spec)
+    for _ in range(3):
+        _same(llm, spec, [prompt], params)
+    assert _accepted(spec) > before

