@@ -3,10 +3,11 @@
     python -m thinkgate.benchmarks.bench_spec [--model DIR] [--batches 1 8] [--tokens 128]
         [--k 4] [--repeats 3] [--vllm-python PATH]
 
-Two workloads on the demo model (offline `LLM.generate`, the engine's default compiled decode
-steps): `text` (prompts whose continuation repeats what came before: the model's own repetitive
-output drafts well) and `json` (a chat answer under a JSON schema of a list of small objects,
-thinking off: its keys and separators repeat from item to item). Each cell runs the same prompts
+Three workloads on the demo model (offline, the engine's default compiled decode steps):
+`tools` (a chat with three tools and `tool_choice: "required"`, thinking off, whose question
+names every argument value: the calls copy the question and the tool list), `json` (an answer
+under a JSON schema of a list of small objects: keys and separators repeat from item to item)
+and `text` (prompts whose continuation repeats what came before). Each cell runs the same prompts
 without and with `speculative_config={"method": "ngram", "num_speculative_tokens": k,
 "prompt_lookup_max": 4, "prompt_lookup_min": 2}`, alternating, `--repeats` pairs, greedy
 (T=0) and seeded sampling (T=1); it prints the median tok/s of each side, their ratio, the
@@ -44,6 +45,23 @@ SCHEMA = {"type": "object", "properties": {"items": {
     "required": ["items"], "additionalProperties": False}
 
 
+TOOLS = [{"type": "function", "function": {
+    "name": name, "description": desc,
+    "parameters": {"type": "object", "properties": {p: {"type": "string"} for p in params},
+                   "required": list(params)}}}
+    for name, desc, params in (
+        ("book_flight", "Book a flight", ("origin", "destination", "date", "passenger")),
+        ("send_email", "Send an email", ("to", "subject", "body")),
+        ("get_weather", "Weather for a city", ("city", "unit")))]
+ASKS = [
+    "Book a flight from Lisbon to Tokyo on 2026-12-24 for Maria Silva, then email "
+    "maria.silva@example.com with subject 'Flight to Tokyo' and body 'Lisbon to Tokyo, "
+    "2026-12-24, booked for Maria Silva'.",
+    "Get the weather in Reykjavik in celsius, and the weather in Buenos Aires in celsius, and "
+    "the weather in Cape Town in celsius.",
+]
+
+
 def _spec(k: int) -> dict[str, Any]:
     return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4,
             "prompt_lookup_min": 2}
@@ -56,8 +74,16 @@ def _run(llm: Any, workload: str, batch: int, tokens: int, temperature: float
     from thinkgate.engine.sampling_params import StructuredOutputsParams
 
     structured = StructuredOutputsParams(json=SCHEMA) if workload == "json" else None
-    params = SamplingParams(temperature=temperature, seed=1, max_tokens=tokens, ignore_eos=True,
-                            structured_outputs=structured)
+    params = SamplingParams(temperature=temperature, seed=1, max_tokens=tokens,
+                            ignore_eos=workload != "tools", structured_outputs=structured)
+    if workload == "tools":  # forced calls whose arguments the question names
+        steps = llm.llm_engine.num_steps
+        start = time.perf_counter()
+        outs = llm.chat([[{"role": "user", "content": ASKS[i % len(ASKS)]}]
+                         for i in range(batch)], params, use_tqdm=False, tools=TOOLS,
+                        tool_choice="required", chat_template_kwargs={"enable_thinking": False})
+        ids = [list(o.output.outputs[0].token_ids) for o in outs]
+        return time.perf_counter() - start, ids, llm.llm_engine.num_steps - steps
     if workload == "text":
         prompts = [TEXT_PROMPTS[i % len(TEXT_PROMPTS)] for i in range(batch)]
     else:  # the chat template with thinking off, so the schema holds from the first token
@@ -122,6 +148,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--k", type=int, default=4, help="num_speculative_tokens")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--vllm-python", default=None)
+    ap.add_argument("--workloads", nargs="+", default=["tools", "json", "text"],
+                    choices=["tools", "json", "text"])
     args = ap.parse_args(argv)
     from thinkgate import LLM
     from thinkgate.engine.demo import demo_model_path
@@ -134,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
     print("| workload | T | batch | plain tok/s | ngram tok/s | ratio | kept / drafted | "
           "tokens per step, plain / ngram | same outputs |")
     print("|---|---|---|---:|---:|---:|---|---|---|")
-    for workload in ("text", "json"):
+    for workload in args.workloads:
         for temperature in (0.0, 1.0):
             for batch in args.batches:
                 for llm in (plain, spec):  # warm: compiles, grammar, first-request costs
@@ -153,7 +181,8 @@ def main(argv: list[str] | None = None) -> None:
                     same = same and got["plain"] == got["spec"]
                 drafted, kept = (a - b for a, b in zip(_spec_counts(spec), (drafted0, kept0)))
                 p, s = statistics.median(rates["plain"]), statistics.median(rates["spec"])
-                out_tokens = batch * args.tokens
+                out_tokens = statistics.median(  # per run (tool calls end on their own)
+                    sum(len(i) for i in ids) for ids in [got["spec"]])
                 print(f"| {workload} | {temperature:g} | {batch} | {p:,.0f} | {s:,.0f} | "
                       f"{s / p:.2f} | {kept} / {drafted} | "
                       f"{out_tokens / statistics.median(steps['plain']):.2f} / "

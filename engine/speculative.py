@@ -8,8 +8,9 @@ followed the latest earlier occurrence (`NgramProposer`). Its next forward compu
 with the row's last token (a ragged step, as jump-forward's), so the logits at every draft
 position come out of one pass. `Speculator.verify` then samples *every* position with the
 row's own sampler settings, its seed and the step index the token would have without drafts,
-under the grammar mask of the state the draft leads to (the row's matcher accepts the draft
-token by token, fills a mask after each, and rolls back). The row keeps the draft's prefix that
+under the grammar mask of the state the draft leads to (`RequestGrammar.masks_along`: the
+row's matcher accepts the draft token by token, fills a mask after each, with the repeated-key
+checks of free-form objects on a copy of the key tracker, and rolls back). The row keeps the draft's prefix that
 the samples reproduce plus the first sample that differs (or one more after the whole draft).
 
 Why this is exact at any temperature: a draft here is one fixed token per position, and the
@@ -20,8 +21,8 @@ p(d), else draw from p without d). Greedy rows give the tokens of plain decoding
 give the same tokens too, up to float rounding between the ragged and the one-token forward.
 
 Rows that do not draft (this first slice): a row with logits processors (penalties, logit
-bias, min_tokens: their counts move with each kept token), a token trace, a completion plan or
-repeated-key checks on its grammar, a row still thinking, and every row of a step where some
+bias, min_tokens: their counts move with each kept token), a token trace, a completion plan, a
+row still thinking, and every row of a step where some
 row is thinking (the device reasoning gate maps one row to one slot). Accepted drafts become
 the row's `forced_ids` (scheduler.py appends them before the sampled token, under the stop
 rules), so stop strings, stop ids and max_tokens inside a draft end the row where they fall.
@@ -176,8 +177,7 @@ class Speculator:
             structured, extra = seq.structured_state, None
             if seq.draft_ids and structured is not None and structured.constrained:
                 jumps = jump_forward is not None and jump_forward(seq)
-                seq.draft_ids, extra = self._draft_masks(structured.matcher, seq.draft_ids,
-                                                         jumps)
+                seq.draft_ids, extra = structured.masks_along(seq.draft_ids, self.words, jumps)
             extras.append(extra)
         pieces, positions, masks, applies, spans = [], [], [], [], []
         masked = base is not None or any(e is not None for e in extras)
@@ -237,29 +237,6 @@ class Speculator:
                 seq.logprobs.append(make_logprob_entry(token, entry, decode))
                 seq.cumulative_logprob += entry[0]
 
-    def _draft_masks(self, matcher: Any, draft: list[int], jumps: bool
-                     ) -> tuple[list[int], torch.Tensor]:
-        """The draft cut before the first id the grammar rejects (and after one that ends
-        it), with the mask after each kept id; the matcher is back where it was. With `jumps`
-        (jump-forward applies to the row) it is also cut before an id after which the grammar
-        forces text: plain decoding writes that text as jump-forward ids, not samples, so the
-        step's last sample comes right before it, and jump-forward follows as usual."""
-        buf = torch.empty(len(draft), self.words, dtype=torch.int32)
-        n = 0
-        for token in draft:
-            if not matcher.accept_token(int(token)):
-                break
-            if jumps and matcher.find_jump_forward_string():
-                matcher.rollback(1)
-                break
-            matcher.fill_next_token_bitmask(buf, n)
-            n += 1
-            if matcher.is_terminated():
-                break
-        if n:
-            matcher.rollback(n)
-        return draft[:n], buf[:n]
-
     def _allowed(self, rows: int) -> torch.Tensor:
         return torch.full((rows, self.words), _ALL_ALLOWED, dtype=torch.int32)
 
@@ -274,5 +251,4 @@ def _may_draft(seq: Sequence) -> bool:
     row = seq.structured_state
     if row is None:
         return True
-    return row.planner is None and row.keys is None and row.error is None and (
-        not row.is_terminated)
+    return row.planner is None and row.error is None and not row.is_terminated

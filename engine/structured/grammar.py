@@ -21,6 +21,7 @@ buffer is safe because the step loop reads the sampled ids back (a sync) before 
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Sequence
@@ -125,6 +126,36 @@ class RequestGrammar:
             return False
         self._terminated = self.matcher.is_terminated()
         return True
+
+    def masks_along(self, draft: list[int], words: int, jumps: bool
+                    ) -> tuple[list[int], torch.Tensor]:
+        """Speculative decoding (engine/speculative.py): the draft cut before the first id the
+        grammar rejects (and after one that ends it), with the mask after each kept id, as a
+        step would fill it (the repeated-key checks on a copy of the key tracker); the matcher
+        is back where it was. With `jumps` (jump-forward applies to the row) the draft is also
+        cut before an id after which the grammar forces text: plain decoding writes that text
+        as jump-forward ids, not samples."""
+        matcher = self.matcher
+        buf = torch.empty(len(draft), words, dtype=torch.int32)
+        tracker = copy.deepcopy(self.keys[0]) if self.keys is not None else None
+        n = 0
+        for token in draft:
+            if not matcher.accept_token(int(token)):
+                break
+            if jumps and matcher.find_jump_forward_string():
+                matcher.rollback(1)
+                break
+            matcher.fill_next_token_bitmask(buf, n)
+            if tracker is not None and self.keys is not None:
+                index = self.keys[1]
+                tracker.feed(index.text(int(token)))
+                _clear_repeated_keys(buf[n], tracker, index)
+            n += 1
+            if matcher.is_terminated():
+                break
+        if n:
+            matcher.rollback(n)
+        return draft[:n], buf[:n]
 
     def take_planned(self, limit: int) -> list[int]:
         """While a completion plan is forced: its ids but the last (at most `limit`), accepted

@@ -191,3 +191,56 @@ def test_drafts_stop_where_jump_forward_writes_the_forced_text(llm: LLM, spec: L
     for _ in range(3):
         _same(llm, spec, [prompt], params)
     assert _accepted(spec) > before
+
+
+def _calls(out: Any) -> tuple[Any, ...]:
+    message = out.message
+    return message["content"], [c["function"] for c in message["tool_calls"]]
+
+
+def test_forced_tool_calls_draft_from_the_question_and_read_as_plain_decodings(
+        llm: LLM, spec: LLM) -> None:
+    """`tool_choice: required` over tools whose parameters allow other keys (the repeated-key
+    checks run along each draft on a copy of the key tracker): drafts copy the question and
+    the tool list, the calls equal plain decoding's."""
+    from thinkgate.benchmarks.bench_spec import ASKS, TOOLS
+
+    kwargs = {"tools": TOOLS, "tool_choice": "required", "use_tqdm": False,
+              "chat_template_kwargs": {"enable_thinking": False}}
+    messages = [[{"role": "user", "content": ask}] for ask in ASKS]
+    before = _accepted(spec)
+    for temperature in (0.0, 1.0):
+        params = SamplingParams(temperature=temperature, seed=9, max_tokens=128)
+        want, got = llm.chat(messages, params, **kwargs), spec.chat(messages, params, **kwargs)
+        assert [_calls(g) for g in got] == [_calls(w) for w in want]  # ids are random
+        assert all(g.message["tool_calls"] for g in got)
+    assert _accepted(spec) > before
+
+
+def test_drafts_on_the_paged_layout_through_preemption(llm: LLM, demo_dir: str) -> None:
+    """Paged KV blocks for the draft positions, a pool so small that rows are preempted (and
+    their drafts dropped) and recomputed: every row still reads as plain decoding."""
+    small = LLM(model=demo_dir, max_num_seqs=8, kv_layout="paged", num_kv_blocks=12,
+                max_model_len=128, enable_prefix_caching=False,
+                speculative_config=SPEC)
+    params = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True)
+    _same(llm, small, [f"{i} {p}" for i, p in enumerate(REPEATING * 2)], params)
+    stats = small.llm_engine.stats()
+    assert stats["num_preemptions"] > 0 and stats["spec_decode_num_accepted_tokens"] > 0
+
+
+def test_the_sampled_distribution_is_unchanged_at_temperature_one(llm: LLM, spec: LLM) -> None:
+    """128 seeded samples at T = 1 (top-p 0.9 too): each sample is the one plain decoding
+    draws, so every position's empirical distribution is the same (total variation 0)."""
+    from collections import Counter
+
+    params = SamplingParams(n=64, temperature=1.0, top_p=0.9, seed=21, max_tokens=24,
+                            ignore_eos=True)
+    want = llm.generate(REPEATING[1:3], params, use_tqdm=False)
+    got = spec.generate(REPEATING[1:3], params, use_tqdm=False)
+    for a, b in zip(want, got):
+        for pos in range(24):
+            pa = Counter(o.token_ids[pos] for o in a.outputs)
+            pb = Counter(o.token_ids[pos] for o in b.outputs)
+            assert sum(abs(pa[t] - pb[t]) for t in pa | pb) == 0, pos
+    assert spec.llm_engine.stats()["spec_decode_num_accepted_tokens"] > 0
