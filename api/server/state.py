@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +69,9 @@ class ServerState:
     created: int = field(default_factory=lambda: int(time.time()))
     in_flight: int = 0
     batch_in_flight: int = 0  # of in_flight: lines of online batches
+    # /health's answer (status code, JSON body) where one process is not the whole service
+    # (a Ray Serve replica answers for its deployment: api/ray_serve.py); None: this engine's
+    health: Callable[[], Awaitable[tuple[int, dict[str, Any]]]] | None = None
 
     @property
     def online_in_flight(self) -> int:
