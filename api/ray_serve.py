@@ -18,7 +18,10 @@ written here. What this module adds:
 - `/health` answers for the deployment: 200 `{"status": "ok"}` with every replica serving,
   200 `{"status": "degraded"}` while some but not all do, 503 `{"status": "dead"}` with none.
 - every response names the replica that answered in `x-thinkgate-replica`
-  (`<replica id>@<host>:<pid>`).
+  (`<replica id>@<host>:<pid>`), and `/metrics` (the answering replica's own counters) carries
+  `thinkgate_replica_info{replica="..."} 1`.
+- a replica whose engine core died leaves (its process exits once its open streams have their
+  error event), so Serve's routers stop sending it requests at once.
 
 Each replica keeps its online batches in `<batch dir>/replica-<rank>`: a replacement replica
 takes the dead one's rank and resumes its unfinished batches from the journal.
@@ -82,6 +85,7 @@ class ThinkgateReplica:
             ns.batch_dir = str(Path(ns.batch_dir) / f"replica-{context.rank.rank}")
         self.state = build_state(ns)
         self.state.health = self.health
+        self._name_replica_in_metrics()
         self._counts: tuple[float, int] = (0.0, 0)
         logger.info("replica %s: engine ready (core pid %s)", self.replica_id,
                     getattr(self.state.engine, "pid", os.getpid()))
@@ -110,6 +114,13 @@ class ThinkgateReplica:
         await asyncio.sleep(0.2)  # the last events' bytes leave through the proxy
         logging.shutdown()
         os._exit(1)
+
+    def _name_replica_in_metrics(self) -> None:
+        from prometheus_client import Gauge
+
+        Gauge("thinkgate_replica_info", "The Ray Serve replica whose metrics these are",
+              ["replica"], registry=self.state.metrics.registry).labels(
+                  replica=self.replica_id).set(1)
 
     def check_health(self) -> None:
         """Ray Serve's health check: a replica whose engine died is replaced."""

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import shutil
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,9 +23,21 @@ REPLICA_HEADER = "x-thinkgate-replica"
 
 
 @pytest.fixture(scope="module")
-def replicated(server_factory):
+def ray_sessions():
+    """Pids of the Ray drivers started here; their session folders are removed at the end."""
+    drivers: list[int] = []
+    yield drivers
+    root = Path(os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()) / "ray"
+    for pid in drivers:
+        for session in root.glob(f"session_*_{pid}"):
+            shutil.rmtree(session, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def replicated(ray_sessions, server_factory):
     srv = server_factory("--replicas", "2", "--enforce-eager", "--max-num-seqs", "8",
                          startup_timeout_s=240)
+    ray_sessions.append(srv.proc.pid)
     deadline = time.monotonic() + 120
     while httpx.get(f"{srv.base}/health", timeout=5).json()["status"] != "ok":
         assert time.monotonic() < deadline, "the second replica never started"
@@ -56,22 +70,24 @@ def chat(client, content: str, **kwargs):
         model=MODEL, messages=[{"role": "user", "content": content}], temperature=0, **kwargs)
 
 
-def test_two_replicas_answer_chat_streamed_and_not(client) -> None:
+def test_two_replicas_answer_chat_streamed_and_not(client, replicated) -> None:
     raw = chat(client, "What is 2+2?", max_tokens=16)
     answer = raw.parse()
     assert answer.choices[0].finish_reason in ("stop", "length")
     assert answer.usage.completion_tokens > 0
     assert REPLICA_HEADER in raw.headers
 
-    def streamed(i: int) -> tuple[str, str]:
+    def streamed(i: int) -> tuple[str, list[str | None]]:
         raw = chat(client, f"Count to {i}.", max_tokens=24, stream=True)
-        text = "".join(chunk.choices[0].delta.content or ""
-                       for chunk in raw.parse() if chunk.choices)
-        return raw.headers[REPLICA_HEADER], text
+        reasons = [chunk.choices[0].finish_reason for chunk in raw.parse() if chunk.choices]
+        return raw.headers[REPLICA_HEADER], reasons
 
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         served = list(pool.map(streamed, range(8)))
     assert len({replica for replica, _ in served}) == 2, served
+    assert all(len(reasons) > 2 and reasons[-1] in ("stop", "length") for _, reasons in served)
+    metrics = httpx.get(f"{replicated.base}/metrics", timeout=10)
+    assert metrics.headers[REPLICA_HEADER] in metrics.text  # thinkgate_replica_info{replica=}
 
 
 def test_a_dead_engine_fails_its_streams_and_the_other_replica_serves(client, replicated):
