@@ -5,6 +5,7 @@
 
     serve.run(build_app(["/models/qwen3-8b", "--max-num-seqs", "64"], num_replicas=4),
               route_prefix="/")
+    # or from a shell: serve run thinkgate.api.ray_serve:app_builder replicas=4 max_num_seqs=64
 
 Each replica is a Ray Serve deployment replica (`@serve.ingress`) whose ASGI app is the app
 `thinkgate serve` builds (`server/app.py`'s `build_app` over `launch.py`'s `build_state`), with its
@@ -61,9 +62,10 @@ def serve_args(args: Sequence[str] | dict[str, Any] | None) -> argparse.Namespac
         flags: list[str] = []
         for key, value in args.items():
             flag = "--" + key.replace("_", "-")
-            if value is True:
+            switch = str(value).lower() if isinstance(value, (bool, str)) else None
+            if switch == "true":  # `serve run ... enforce_eager=true` passes the text
                 flags.append(flag)
-            elif value not in (None, False):
+            elif value is not None and switch != "false":
                 flags += [flag, str(value)]
         args = flags
     return resolve_model_args(build_parser().parse_args(["serve", *(args or ())]))
@@ -190,7 +192,7 @@ def build_app(args: Sequence[str] | dict[str, Any] | argparse.Namespace | None =
     `ray_actor_options` defaults to one CPU per replica, plus one GPU when the cluster has GPUs
     and `--device` is not cpu."""
     ns = args if isinstance(args, argparse.Namespace) else serve_args(args)
-    replicas = num_replicas or getattr(ns, "replicas", None) or 1
+    replicas = num_replicas if num_replicas is not None else getattr(ns, "replicas", None) or 1
     if replicas < 1:
         raise ValueError(f"num_replicas must be >= 1, got {replicas}")
     if health_check_period_s <= 0:
@@ -207,6 +209,12 @@ def build_app(args: Sequence[str] | dict[str, Any] | argparse.Namespace | None =
         graceful_shutdown_timeout_s=10.0,
     )
     return deployment.bind(ns_vars)
+
+
+def app_builder(args: dict[str, Any]) -> serve.Application:
+    """`serve run thinkgate.api.ray_serve:app_builder replicas=2 max_num_seqs=64` (and Serve
+    config files): Serve's builder convention, one dict of `thinkgate serve` flag values."""
+    return build_app(args)
 
 
 def _actor_options(ns: argparse.Namespace) -> dict[str, Any]:

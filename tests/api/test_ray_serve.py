@@ -127,3 +127,22 @@ def test_a_dead_engine_fails_its_streams_and_the_other_replica_serves(client, re
     print(f"degraded after {20 - (noticed_by - time.monotonic()):.1f} s")
     assert health.json()["replicas"] == {"serving": 1, "target": 2}
     assert replicated.alive()
+
+
+def test_build_app_takes_serve_flags_as_a_list_or_a_dict() -> None:
+    from ray.serve._private.api import call_user_app_builder_with_args_if_necessary
+    from thinkgate.api.ray_serve import app_builder, build_app
+
+    # `serve run thinkgate.api.ray_serve:app_builder replicas=3 enforce_eager=true ...`
+    app = call_user_app_builder_with_args_if_necessary(app_builder, {"enforce_eager": "true", "replicas": "3", "max_concurrent_requests": 64,
+                     "trust_remote_code": False})
+    deployment = app._bound_deployment
+    assert (deployment.num_replicas, deployment.max_ongoing_requests) == (3, 64)
+    flags = deployment.init_args[0]
+    assert flags["enforce_eager"] and not flags["trust_remote_code"]
+    assert flags["served_model_name"] == [MODEL]
+    assert not flags["engine_in_process"]  # each replica's engine core: a process of its own
+    app = build_app(["--max-num-seqs", "8"], num_replicas=2)
+    assert app._bound_deployment.num_replicas == 2
+    with pytest.raises(ValueError, match="num_replicas must be >= 1, got 0"):
+        build_app([], num_replicas=0)
