@@ -115,7 +115,7 @@ def test_a_dead_engine_fails_its_streams_and_the_other_replica_serves(client, re
         raw = chat(client, f"Say {i}.", max_tokens=4)
         assert raw.parse().choices[0].message is not None
         served.add(raw.headers[REPLICA_HEADER])
-    assert victim not in served and len(served) == 1
+    assert victim not in served
     seen = set()
     noticed_by = time.monotonic() + 20  # Serve's controller notices the replica's death
     while "degraded" not in seen:
