@@ -1,6 +1,9 @@
 """`thinkgate serve --replicas N`: the same OpenAI app on N Ray Serve replicas, one engine each.
 
-    from ray import serve
+    import ray
+from ray import serve
+from ray.serve.config import DeploymentActorConfig
+from thinkgate.api.ray_metrics import BOARD_NAME, MetricsBoard
     from thinkgate.api.ray_serve import build_app
 
     serve.run(build_app(["/models/qwen3-8b", "--max-num-seqs", "64"], num_replicas=4),
@@ -19,8 +22,8 @@ written here. What this module adds:
 - `/health` answers for the deployment: 200 `{"status": "ok"}` with every replica serving,
   200 `{"status": "degraded"}` while some but not all do, 503 `{"status": "dead"}` with none.
 - every response names the replica that answered in `x-thinkgate-replica`
-  (`<replica id>@<host>:<pid>`), and `/metrics` (the answering replica's own counters) carries
-  `thinkgate_replica_info{replica="..."} 1`.
+  (`<replica id>@<host>:<pid>`); `/metrics` answers every replica's series with a `replica`
+  label (`ray_metrics.py`).
 - a replica whose engine core died leaves (its process exits once its open streams have their
   error event), so Serve's routers stop sending it requests at once.
 
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -40,7 +44,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import ray
 from ray import serve
+from ray.serve.config import DeploymentActorConfig
+from thinkgate.api.ray_metrics import BOARD_NAME, MetricsBoard
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +56,7 @@ DEFAULT_HEALTH_CHECK_PERIOD_S = 2.0
 _STATUS_TTL_S = 1.0  # /health reads the controller's replica counts at most this often
 _ENGINE_POLL_S = 0.1  # how often a replica looks whether its engine core still runs
 _DRAIN_S = 5.0  # after the engine died: the longest wait for open streams to end
+_METRICS_POST_S = 2.0  # each replica posts its /metrics text this often (and on each scrape)
 _SHUTDOWN_S = 30.0  # `serve.shutdown()` gets this long before Ray itself is stopped
 
 
@@ -86,8 +94,7 @@ class ThinkgateReplica:
         if ns.batch_dir is not None:
             ns.batch_dir = str(Path(ns.batch_dir) / f"replica-{context.rank.rank}")
         self.state = build_state(ns)
-        self.state.health = self.health
-        self._name_replica_in_metrics()
+        self.state.cluster = self
         self._counts: tuple[float, int] = (0.0, 0)
         logger.info("replica %s: engine ready (core pid %s)", self.replica_id,
                     getattr(self.state.engine, "pid", os.getpid()))
@@ -97,7 +104,9 @@ class ThinkgateReplica:
 
         app = build_fastapi_app(self.state)
         app.add_middleware(ReplicaHeader, value=self.replica_id)  # outermost
-        self._watcher = asyncio.get_running_loop().create_task(self._exit_when_engine_dies())
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._exit_when_engine_dies()),
+                       loop.create_task(self._post_metrics_every(_METRICS_POST_S))]
         return app
 
     async def _exit_when_engine_dies(self) -> None:
@@ -114,15 +123,10 @@ class ThinkgateReplica:
         while self.state.in_flight > 0 and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.2)  # the last events' bytes leave through the proxy
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._board().drop.remote(self.replica_id), 1.0)
         logging.shutdown()
         os._exit(1)
-
-    def _name_replica_in_metrics(self) -> None:
-        from prometheus_client import Gauge
-
-        Gauge("thinkgate_replica_info", "The Ray Serve replica whose metrics these are",
-              ["replica"], registry=self.state.metrics.registry).labels(
-                  replica=self.replica_id).set(1)
 
     def check_health(self) -> None:
         """Ray Serve's health check: a replica whose engine died is replaced."""
@@ -139,6 +143,34 @@ class ThinkgateReplica:
         body = {"status": status, "replicas": {"serving": serving, "target": self.num_replicas},
                 "replica": {"id": self.replica_id, "engine_running": own}}
         return (503 if status == "dead" else 200), body
+
+    async def metrics(self) -> str:
+        """/metrics for the deployment: every live replica's series, labelled `replica`."""
+        from thinkgate.api.ray_metrics import merge_expositions
+
+        own = self.state.metrics.render().decode()
+        try:
+            board = self._board()
+            await board.post.remote(self.replica_id, own)
+            texts = await board.fresh.remote()
+        except Exception:  # the board is being replaced: this replica's own series
+            logger.warning("could not reach the metrics board", exc_info=True)
+            texts = {self.replica_id: own}
+        return merge_expositions(texts)
+
+    async def _post_metrics_every(self, period_s: float) -> None:
+        while True:
+            try:
+                await self._board().post.remote(self.replica_id,
+                                                self.state.metrics.render().decode())
+            except Exception:
+                logger.debug("could not post metrics", exc_info=True)
+            await asyncio.sleep(period_s)
+
+    def _board(self) -> Any:
+        from thinkgate.api.ray_metrics import BOARD_NAME
+
+        return serve.get_deployment_actor(BOARD_NAME)
 
     async def _running_replicas(self) -> int:
         fetched_at, count = self._counts
@@ -199,7 +231,10 @@ def build_app(args: Sequence[str] | dict[str, Any] | argparse.Namespace | None =
         raise ValueError(f"health_check_period_s must be > 0, got {health_check_period_s}")
     ns_vars = {**vars(ns), "replicas": replicas, "engine_in_process": False}
     ns_vars.pop("func", None)
+    board = DeploymentActorConfig(name=BOARD_NAME, actor_class=ray.remote(MetricsBoard),
+                                  actor_options={"num_cpus": 0})
     deployment = serve.deployment(ThinkgateReplica).options(
+        deployment_actors=[board],
         name=name,
         num_replicas=replicas,
         ray_actor_options=ray_actor_options or _actor_options(ns),
@@ -218,8 +253,6 @@ def app_builder(args: dict[str, Any]) -> serve.Application:
 
 
 def _actor_options(ns: argparse.Namespace) -> dict[str, Any]:
-    import ray
-
     gpus = 0.0
     if ns.device != "cpu" and ray.is_initialized():
         gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
@@ -230,8 +263,6 @@ def serve_replicated(ns: argparse.Namespace) -> None:
     """`thinkgate serve --replicas N`: start or join Ray, run the app, answer until interrupted."""
     import signal
     import threading
-
-    import ray
 
     if not ray.is_initialized():
         if ns.ray_address:

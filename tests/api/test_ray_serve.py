@@ -86,8 +86,23 @@ def test_two_replicas_answer_chat_streamed_and_not(client, replicated) -> None:
         served = list(pool.map(streamed, range(8)))
     assert len({replica for replica, _ in served}) == 2, served
     assert all(len(reasons) > 2 and reasons[-1] in ("stop", "length") for _, reasons in served)
-    metrics = httpx.get(f"{replicated.base}/metrics", timeout=10)
-    assert metrics.headers[REPLICA_HEADER] in metrics.text  # thinkgate_replica_info{replica=}
+    replicas = {replica for replica, _ in served}
+    deadline = time.monotonic() + 15  # replicas post their counters every 2 s
+    while True:  # /metrics: every replica's series, labelled
+        metrics = httpx.get(f"{replicated.base}/metrics", timeout=10).text
+        tokens = generation_tokens(metrics)
+        if all(tokens.get(replica, 0) > 0 for replica in replicas):
+            break
+        assert time.monotonic() < deadline, tokens
+        time.sleep(0.5)
+
+
+def generation_tokens(metrics: str) -> dict[str, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {sample.labels["replica"]: sample.value
+            for family in text_string_to_metric_families(metrics)
+            for sample in family.samples if sample.name == "thinkgate_generation_tokens_total"}
 
 
 def test_a_dead_engine_fails_its_streams_and_the_other_replica_serves(client, replicated):
