@@ -221,8 +221,9 @@ def build_app(args: Sequence[str] | dict[str, Any] | argparse.Namespace | None =
 
     `args` are `thinkgate serve` flags (`["MODEL", "--max-num-seqs", "64"]`; a dict of flag names
     → values; or the parsed namespace); `--replicas` among them sets `num_replicas` (default 1).
-    `ray_actor_options` defaults to one CPU per replica, plus one GPU when the cluster has GPUs
-    and `--device` is not cpu."""
+    `ray_actor_options` defaults to one CPU per replica, plus one GPU (or a share of one) when
+    Ray is already started on a cluster with GPUs and `--device` is not cpu; before `ray.init`,
+    pass `ray_actor_options={"num_cpus": 1, "num_gpus": 1}` for GPU replicas."""
     ns = args if isinstance(args, argparse.Namespace) else serve_args(args)
     replicas = num_replicas if num_replicas is not None else getattr(ns, "replicas", None) or 1
     if replicas < 1:
@@ -237,7 +238,7 @@ def build_app(args: Sequence[str] | dict[str, Any] | argparse.Namespace | None =
         deployment_actors=[board],
         name=name,
         num_replicas=replicas,
-        ray_actor_options=ray_actor_options or _actor_options(ns),
+        ray_actor_options=ray_actor_options or _actor_options(ns, replicas),
         max_ongoing_requests=ns.max_concurrent_requests,
         health_check_period_s=health_check_period_s,
         health_check_timeout_s=max(30.0, 3 * health_check_period_s),
@@ -252,11 +253,17 @@ def app_builder(args: dict[str, Any]) -> serve.Application:
     return build_app(args)
 
 
-def _actor_options(ns: argparse.Namespace) -> dict[str, Any]:
+def _actor_options(ns: argparse.Namespace, replicas: int) -> dict[str, Any]:
+    """One CPU per replica; with GPUs in the (already started) cluster and `--device` not cpu,
+    one GPU each, or a share of one when there are fewer GPUs than replicas."""
     gpus = 0.0
     if ns.device != "cpu" and ray.is_initialized():
-        gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
-    return {"num_cpus": 1, "num_gpus": gpus}
+        gpus = float(ray.cluster_resources().get("GPU", 0))
+    each = min(1.0, gpus / replicas) if gpus else 0.0
+    if 0 < each < 1:
+        logger.warning("%d replicas share %g GPUs: lower --gpu-memory-utilization so that their "
+                       "engines fit together", replicas, gpus)
+    return {"num_cpus": 1, "num_gpus": each}
 
 
 def serve_replicated(ns: argparse.Namespace) -> None:
