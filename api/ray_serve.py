@@ -115,10 +115,10 @@ class ThinkgateReplica:
         the replica gone at once and send new requests (and those this replica had not yet
         accepted) to the live ones; the controller starts a replacement. Waiting for the next
         health check instead would leave this replica answering 503 for seconds."""
-        while getattr(self.state.engine, "is_running", True):
+        while getattr(self.state.engine, "error", None) is None:  # a shutdown is no death
             await asyncio.sleep(_ENGINE_POLL_S)
-        logger.error("replica %s: the engine core died; leaving after %d open requests end",
-                     self.replica_id, self.state.in_flight)
+        logger.error("replica %s: %s; leaving after %d open requests end", self.replica_id,
+                     self.state.engine.error, self.state.in_flight)
         deadline = time.monotonic() + _DRAIN_S
         while self.state.in_flight > 0 and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
