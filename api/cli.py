@@ -26,6 +26,11 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
                     "--enable-auto-tool-choice.")
     add_model_args(p)
     add_server_args(p)
+    p.add_argument("--replicas", type=int, default=None,
+                   help="serve on Ray Serve with N replicas, one engine each, behind Ray "
+                        "Serve's HTTP proxy on --host/--port (needs the `ray-serve` extra)")
+    p.add_argument("--ray-address", default=None,
+                   help="--replicas: the Ray cluster to join (default: start a local Ray)")
 
 
 def _batch_parser(sub: argparse._SubParsersAction) -> None:
@@ -101,7 +106,13 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _dispatch(ns: argparse.Namespace) -> None:
-    if ns.command == "serve":
+    if ns.command == "serve" and ns.replicas is not None:
+        if ns.replicas < 1:
+            raise ValueError(f"--replicas must be >= 1, got {ns.replicas}")
+        from thinkgate.api.ray_serve import serve_replicated
+
+        serve_replicated(resolve_model_args(ns))
+    elif ns.command == "serve":
         from thinkgate.api.launch import serve
 
         serve(resolve_model_args(ns))

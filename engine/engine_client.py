@@ -85,6 +85,11 @@ class EngineProcessClient:
     def is_running(self) -> bool:
         return self._error is None and not self._stopped and self.process.is_alive()
 
+    @property
+    def error(self) -> str | None:
+        """Why the core died; None while it runs and after `shutdown` (a stop, not a death)."""
+        return self._error
+
     def stats(self) -> dict[str, Any]:
         """Scheduler and KV-cache counters as of the core's last message."""
         return dict(self._stats)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 from thinkgate.api.errors import APIError
 from thinkgate.api.prompt_tokens import encode_bounded
 from thinkgate.api.protocol import DetokenizeRequest, TokenizeRequest
@@ -18,6 +18,9 @@ def add_basic_routes(app: FastAPI, state: ServerState) -> None:
     @app.get("/health")
     async def health() -> Response:
         """200 while the engine's step loop runs; 503 once it has died."""
+        if state.cluster is not None:
+            status_code, body = await state.cluster.health()
+            return JSONResponse(body, status_code=status_code)
         running = getattr(state.engine, "is_running", True)
         return Response(status_code=200 if running else 503)
 
@@ -39,6 +42,9 @@ def add_basic_routes(app: FastAPI, state: ServerState) -> None:
 
     @app.get("/metrics")
     async def metrics() -> Response:
+        if state.cluster is not None:
+            return Response(await state.cluster.metrics(),
+                            media_type="text/plain; version=0.0.4")
         return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")
 
     @app.post("/tokenize")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from thinkgate.api.errors import APIError, unknown_model_error
 from thinkgate.api.metrics import ServerMetrics
@@ -55,6 +55,17 @@ class ServerConfig:
             )
 
 
+class ClusterView(Protocol):
+    """The service this server is one replica of (api/ray_serve.py): /health and /metrics
+    answer for every replica, not this one alone."""
+
+    async def health(self) -> tuple[int, dict[str, Any]]:
+        """(status code, JSON body)."""
+
+    async def metrics(self) -> str:
+        """Every replica's Prometheus text, each sample labelled with its replica."""
+
+
 @dataclass
 class ServerState:
     """What the route handlers share: the engine, its chat layer, config and metrics."""
@@ -68,6 +79,7 @@ class ServerState:
     created: int = field(default_factory=lambda: int(time.time()))
     in_flight: int = 0
     batch_in_flight: int = 0  # of in_flight: lines of online batches
+    cluster: ClusterView | None = None  # set where this server is one replica of several
 
     @property
     def online_in_flight(self) -> int:
