@@ -50,8 +50,10 @@ _PROJECTIONS = ("qkv", "o", "gate_up", "down")
 _PART_ORDER = {"qkv": ("q", "k", "v"), "gate_up": ("gate", "up")}
 
 
-def gguf_hf_config(path: Path) -> dict[str, Any]:
-    """The Hugging Face config of a GGUF file (transformers' reading of its metadata)."""
+def gguf_hf_config(path: Path, reader: Any) -> dict[str, Any]:
+    """The Hugging Face config of a GGUF file: transformers' reading of its metadata, with
+    `head_dim` from `attention.key_length` where the file has one (transformers 5 skips it for
+    qwen2/qwen3 files and keeps its default of 128)."""
     from transformers import AutoConfig
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
@@ -59,7 +61,19 @@ def gguf_hf_config(path: Path) -> dict[str, Any]:
     if not config.get("architectures"):
         name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.get("model_type", ""))
         config["architectures"] = [name] if name else None
+    key_length = _field(reader, f"{_field(reader, 'general.architecture')}.attention.key_length")
+    if key_length is not None:
+        config["head_dim"] = int(key_length)
     return config
+
+
+def _field(reader: Any, key: str) -> Any:
+    """A scalar or string metadata value of the file, or None."""
+    field = reader.fields.get(key)
+    if field is None or not field.data:
+        return None
+    value = field.parts[field.data[0]]
+    return bytes(value).decode() if value.dtype == "uint8" else value[0]
 
 
 def open_gguf(path: Path) -> Any:
@@ -98,8 +112,7 @@ class _Tensors:
 
     def __init__(self, reader: Any, arch: ArchConfig) -> None:
         self.arch = arch
-        field = reader.fields["general.architecture"]
-        self.permuted = bytes(field.parts[field.data[0]]).decode() == "llama"
+        self.permuted = _field(reader, "general.architecture") == "llama"
         self.by_name = {}
         for t in reader.tensors:
             name = hf_name(t.name)

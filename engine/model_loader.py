@@ -183,8 +183,8 @@ def _load_gguf(folder: Path, gguf_file: str, dtype: str | torch.dtype, device: s
     )
 
     path = folder / gguf_file
-    hf_config = gguf_hf_config(path)
     reader = open_gguf(path)
+    hf_config = gguf_hf_config(path, reader)
     if reads_natively(reader, hf_config):
         # quantized weights: on CPU, bf16 where the CPU has it (the int4 kernels take bf16)
         torch_dtype = resolve_dtype(dtype, "bfloat16" if device == "cpu" else None, device)
