@@ -177,15 +177,18 @@ BARRIER_SPINS = "10000"
 
 def model_weight_bytes(model: Any, dtype: Any) -> int:
     """Bytes of the model's weights: its parameters plus the oneDNN-packed projections (which
-    hold their weight outside the parameters)."""
+    hold their weight outside the parameters) and GGUF projections kept int4 (buffers)."""
     import torch
     from thinkgate.engine.models.packed_linear import PackedLinear
+    from thinkgate.engine.models.quant_linear import DenseMatmul, Int4Matmul
 
     total = sum(p.numel() * p.element_size() for p in model.parameters())
     item = torch.empty((), dtype=dtype).element_size()
     for module in model.modules():
         if isinstance(module, PackedLinear):
             total += module.in_features * module.out_features * item
+        elif isinstance(module, (Int4Matmul, DenseMatmul)):  # GGUF weights kept quantized
+            total += sum(b.numel() * b.element_size() for b in module.buffers(recurse=False))
     return total
 
 

