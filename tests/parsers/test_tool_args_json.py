@@ -34,7 +34,19 @@ CASES = [  # (tool parser, output, expected content, expected arguments)
      {"city": 'a "q\\'}),
     ("openai", "<|channel|>commentary to=functions.ping <|constrain|>json<|message|>{<|call|>",
      None, {}),
+    # a number no JSON parser reads back (inf) stays the text the model wrote
+    ("olmo3", "<function_calls>calc(x=1e999)</function_calls>", None, {"x": "1e999"}),
+    ("deepseek_v32", '<｜DSML｜function_calls>\n<｜DSML｜invoke name="calc">\n<｜DSML｜parameter '
+     'name="x" string="false">NaN</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>',
+     None, {"x": "NaN"}),
 ]
+
+
+def _strict_json(text: str) -> object:
+    """json.loads without Python's NaN / Infinity extensions (a client's JSON.parse)."""
+    def constant(name: str) -> object:
+        raise ValueError(f"not JSON: {name}")
+    return json.loads(text, parse_constant=constant)
 
 
 def _summary(m: object) -> tuple:
@@ -45,7 +57,7 @@ def _check_stream_agrees(parser: object, text: str, ckw: dict | None = None,
                          tools: list | None = None, chunkings: tuple = CHUNKINGS) -> object:
     parsed = parser.parse(text, tools=tools, chat_template_kwargs=ckw)
     for c in parsed.tool_calls:
-        json.loads(c.arguments)
+        _strict_json(c.arguments)
     for how in chunkings:
         s = parser.stream(tools=tools, chat_template_kwargs=ckw)
         deltas = [d for chunk in split(text, how) for d in s.feed(chunk)] + s.finish()
