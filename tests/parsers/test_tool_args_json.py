@@ -34,6 +34,10 @@ CASES = [  # (tool parser, output, expected content, expected arguments)
      {"city": 'a "q\\'}),
     ("openai", "<|channel|>commentary to=functions.ping <|constrain|>json<|message|>{<|call|>",
      None, {}),
+    # an empty message to a function is a call without arguments; one that is no object, text
+    ("openai", "<|channel|>commentary to=functions.ping <|constrain|>json<|message|><|call|>",
+     None, {}),
+    ("mistral", "[TOOL_CALLS]get_weather[ARGS]false", "get_weather[ARGS]false", None),
     # a number no JSON parser reads back (inf) stays the text the model wrote
     ("olmo3", "<function_calls>calc(x=1e999)</function_calls>", None, {"x": "1e999"}),
     ("deepseek_v32", '<｜DSML｜function_calls>\n<｜DSML｜invoke name="calc">\n<｜DSML｜parameter '
@@ -67,10 +71,10 @@ def _check_stream_agrees(parser: object, text: str, ckw: dict | None = None,
 
 @pytest.mark.parametrize(("tool", "text", "content", "args"), CASES)
 def test_broken_json_ends_the_arguments(tool: str, text: str, content: str | None,
-                                        args: dict) -> None:
+                                        args: dict | None) -> None:
     m = _check_stream_agrees(get_parser(tool_parser=tool), text)
     assert m.content == content
-    assert [json.loads(c.arguments) for c in m.tool_calls] == [args]
+    assert [json.loads(c.arguments) for c in m.tool_calls] == ([] if args is None else [args])
 
 
 @pytest.mark.parametrize("tool", [t for t in list_parsers()["tool"] if t not in SKIP])
