@@ -53,9 +53,15 @@ def _is_object(args: str) -> bool:
 def _arguments_not_an_object(tool: str | None, text: str, mine: Result,
                              theirs: Result) -> bool:
     """vLLM returns some call's arguments as something other than a JSON object (the text of
-    a call cut off mid-arguments, Cohere's `{}` as `""`); ours are an object, the rest equal."""
-    if mine[0] != theirs[0] or mine[1] != theirs[1] or len(mine[2]) != len(theirs[2]):
+    a call cut off mid-arguments, Cohere's `{}` as `""`, JSON broken mid-value: `"back\\slash"`);
+    ours are an object, the rest equal, or the content has the text after the point where the
+    arguments stopped being JSON (ours end there, closed) added."""
+    if mine[0] != theirs[0] or len(mine[2]) != len(theirs[2]):
         return False
+    if mine[1] != theirs[1]:
+        a, b = (mine[1] or "").strip(), (theirs[1] or "").strip()
+        if not a.startswith(b) or a[len(b):].strip() not in text:
+            return False
     differs = False
     for (name_a, args_a), (name_b, args_b) in zip(mine[2], theirs[2]):
         if name_a != name_b or not _is_object(args_a):

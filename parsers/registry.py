@@ -56,6 +56,10 @@ def _modules(kind: str) -> dict[str, str]:
 
 
 def _resolve(kind: str, table: dict[str, Any], name: str) -> Any:
+    if name not in table and name not in _modules(kind):
+        from thinkgate.parsers.aliases import REASONING_ALIASES, TOOL_ALIASES
+
+        name = (REASONING_ALIASES if kind == "reasoning" else TOOL_ALIASES).get(name, name)
     if name not in table:
         module = _modules(kind).get(name)
         if module is not None:

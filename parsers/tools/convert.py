@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 from typing import Any
 
 
@@ -142,7 +143,7 @@ def _try(raw: str, t: str) -> tuple[bool, Any]:
                 f = float(s)
             except ValueError:
                 return False, None
-            return (True, int(f)) if f.is_integer() else (False, None)
+            return (True, int(f)) if math.isfinite(f) and f.is_integer() else (False, None)
     if t == "number":
         if s.lstrip("+-").isascii() and s.lstrip("+-").isdigit():  # exact: 2**63 - 1 is no float
             return True, int(s)
@@ -167,18 +168,18 @@ def _try(raw: str, t: str) -> tuple[bool, Any]:
 
 
 def parse_literal(s: str) -> tuple[bool, Any]:
-    """A JSON value, or failing that a Python literal with JSON-compatible contents."""
+    """A JSON value, or failing that a Python literal with JSON-compatible contents (no NaN or
+    infinity: `1e999` is none, arguments must stay JSON)."""
     try:
-        return True, json.loads(s)
-    except ValueError:
-        pass
+        v = json.loads(s)
+    except (ValueError, RecursionError):
+        try:
+            v = ast.literal_eval(s)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return False, None
     try:
-        v = ast.literal_eval(s)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return False, None
-    try:
-        json.dumps(v)
-    except (TypeError, ValueError):
+        json.dumps(v, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
         return False, None
     return True, v
 

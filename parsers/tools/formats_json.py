@@ -32,8 +32,9 @@ SPECS = [
              extra_markers=("<|action_start|>", "<|plugin|>"), keep_ws=True),
     # GigaChat 3 writes `text<|message_sep|>\n\nfunction call<|role_sep|>\n{..}`, 3.1
     # `text<|function_call|>{..}`: one call, then the end of the output
+    # the EOS text `</s>` right after the call belongs to it (vLLM drops it there only)
     ToolSpec("gigachat3", (Region(("<|function_call|>", "function call<|role_sep|>"),
-                                  "json_call"),), "GigaChat 3",
+                                  "json_call", end=("</s>",)),), "GigaChat 3",
              extra_markers=("<|message_sep|>", "<|role_sep|>"),
              content_drop=("<|message_sep|>\n\n", "<|message_sep|>"),
              keep_ws=True),

@@ -49,7 +49,7 @@ def _dsml(begins: tuple[str, ...], ends: tuple[str, ...], space: str = "",
           bare_invoke: bool = False) -> tuple[Region, ...]:
     d = "<｜DSML｜" + space
     param = ParamSyntax(d + 'parameter name=', ">", "</｜DSML｜" + space + "parameter>",
-                        trim_newline=False, unwrap="arguments", open_closes=True)
+                        trim_newline=False, unwrap=("arguments", "input"), open_closes=True)
     close = "</｜DSML｜" + space + "invoke>"
     section = Region(begins, "xml", end=ends, call_begin=(d + "invoke name=",), header=_QFN,
                      params=param, call_close=close, render_args="xml")

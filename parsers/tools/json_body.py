@@ -44,14 +44,17 @@ class JsonArgsBody(Body):
             return events, rest + (marker or "") + (held if marker is not None else self.held)
         if marker is None:
             return events, None
-        if not self.started:
-            self.failed = True
-            return events, marker + held
+        if not self.started:  # nothing before the call's end: a call without arguments
+            self.started = True
+            return events + [self.start, ArgsDelta("{}"), CallEnd()], marker + held
         suffix = json_completion("".join(self.sent))
         events += [ArgsDelta(suffix)] if suffix else []
         return events + [CallEnd()], marker + held
 
     def _scan(self, text: str) -> tuple[list[Event], str | None]:
+        if not self.started and text.lstrip(_WS)[:1] not in ("", "{"):
+            self.failed = True  # arguments are an object: anything else is no call
+            return [], text
         n = self.scanner.feed(text)
         if self.scanner.bad and not self.started and not text[:n].strip(_WS):
             self.failed = True

@@ -67,8 +67,18 @@ def nested_value(inner: str, schema: dict | None, ns: str, root: dict | None = N
     if all(tag == "item" for tag, _ in elements) and "object" not in types:
         items = items_schema(schema, root)
         return [nested_value(v, items, ns, root) for _, v in elements]
-    return {tag: nested_value(v, member_schema(schema, tag, root), ns, root)
-            for tag, v in elements}
+    out: dict[str, Any] = {}
+    repeated: set[str] = set()
+    for tag, v in elements:  # a repeated member collects its values in a list (as vLLM's)
+        value = nested_value(v, member_schema(schema, tag, root), ns, root)
+        if tag in repeated:
+            out[tag].append(value)
+        elif tag in out:
+            out[tag] = [out[tag], value]
+            repeated.add(tag)
+        else:
+            out[tag] = value
+    return out
 
 
 class NestedXmlBody(Body):

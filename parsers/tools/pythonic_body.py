@@ -32,7 +32,7 @@ def literal_to_json(node: ast.AST) -> Any:
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
         return [literal_to_json(e) for e in node.elts]
     value = ast.literal_eval(node)
-    json.dumps(value)  # raises TypeError for bytes, complex, ...
+    json.dumps(value, allow_nan=False)  # raises for bytes, complex, ..., and 1e999 (inf)
     return value
 
 

@@ -18,13 +18,17 @@ def json_completion(prefix: str) -> str | None:
         return "{}"
     stack: list[str] = []
     in_string = escape = False
+    hex_left = 0  # digits still owed by a \uXXXX escape the prefix stops in
     key_string = False
     expect = "value"  # value, key, colon, comma
     last = ""
     for ch in prefix:
         if in_string:
-            if escape:
+            if hex_left:
+                hex_left -= 1
+            elif escape:
                 escape = False
+                hex_left = 4 if ch == "u" else 0
             elif ch == "\\":
                 escape = True
             elif ch == '"':
@@ -52,7 +56,7 @@ def json_completion(prefix: str) -> str | None:
     closers = "".join(reversed(stack))
     candidates: list[str] = []
     if in_string:
-        head = '\\"' if escape else '"'
+        head = "0" * hex_left + ('\\"' if escape else '"')
         candidates.append(head + (": null" if key_string else "") + closers)
     elif expect == "colon":
         candidates.append(": null" + closers)

@@ -379,7 +379,7 @@ class RegionReader:
             return PythonicBody(stops)
         assert name is not None
         if r.body == "json_args":
-            return JsonArgsBody(name, self.call_id, r.call_end + r.end if r.call_end else ())
+            return JsonArgsBody(name, self.call_id, r.call_end + r.end)
         if r.body == "gemma":
             return GemmaBody(name, r.string_delim, r.call_close,
                              keep_cut=r.string_delim == '<|"|>')

@@ -36,8 +36,9 @@ class ParamSyntax:
     stream_strings: bool = True
     cdata: bool = False        # values may be wrapped in <![CDATA[...]]>
     close_tail: str = ""       # the close is a prefix ending here: "]<]minimax[>[</" ... ">"
-    unwrap: str = ""           # a first non-string parameter of this name, not in the schema,
-                               # whose value is an object, is the arguments themselves (DSML)
+    unwrap: tuple[str, ...] = ()  # a first parameter of one of these names, not in the schema,
+                               # whose value is an object (or a string holding one) of the
+                               # schema's keys, is the arguments themselves (DSML)
     open_alts: tuple[str, ...] = ()  # other spellings of open (MiniCPM's "<param\u0120name=")
     open_closes: bool = False  # the next parameter's opener inside a value ends the value (DSML)
     typed_attr: bool = False   # a `type="number"` (any JSON type) attribute decodes the value
@@ -162,7 +163,10 @@ class XmlParamsBody(Body):
         if attr_type in ("false", "json") or (self.syn.typed_attr and attr_type in _JSON_TYPES):
             self.streaming = False
         elif attr_type in ("true", "string"):
-            self.streaming = self.syn.stream_strings and not self.syn.cdata
+            # a schema without a string type converts the text at its end (vLLM's fix-up)
+            types = schema_types(prop)
+            self.streaming = (self.syn.stream_strings and not self.syn.cdata
+                              and (not types or "string" in types) and not self._unwrap_key())
         elif self.syn.decode != "schema":
             self.streaming = self.syn.stream_strings and schema_types(prop) == ["string"]
         else:
@@ -207,21 +211,34 @@ class XmlParamsBody(Body):
         attr_type = self.attrs.get("string", self.attrs.get("type", ""))
         if attr_type in ("false", "json"):
             ok, value = parse_literal(raw)
-            value = value if ok else raw
+            # a string-only schema keeps the text: `null` for a string is "null", as vLLM's
+            # schema-aware fix-up returns it
+            string_only = schema_types(property_schema(self.schema, self.key)) == ["string"]
+            value = value if ok and not (string_only and not isinstance(value, str)) else raw
         elif attr_type in ("true", "string"):
-            value = raw
+            prop = property_schema(self.schema, self.key)
+            types = schema_types(prop)
+            value = raw if not types or "string" in types else convert_value(raw, prop)
+            if self._unwrap_key():
+                ok, decoded = parse_literal(raw)
+                value = decoded if ok and isinstance(decoded, dict) else raw
         elif self.syn.typed_attr and attr_type in _JSON_TYPES:
             value = convert_value(raw, {"type": attr_type})
         elif self.syn.decode != "schema":
             value = self._decode(raw, property_schema(self.schema, self.key))
         else:
             value = convert_value(raw, property_schema(self.schema, self.key))
-        if (self.syn.unwrap and self.key == self.syn.unwrap and self.num_params == 0
-                and isinstance(value, dict) and value and self.schema is not None
-                and self.key not in (self.schema.get("properties") or {})):
+        if self._unwrap_key() and isinstance(value, dict) and value \
+                and set(value) <= set(self.schema.get("properties") or {}):
             self.num_params = len(value)  # `{"arguments": {...}}` -> the inner object
             return [ArgsDelta("{" + json.dumps(value, ensure_ascii=False)[1:-1])]
         return [ArgsDelta(self._key_prefix() + json.dumps(value, ensure_ascii=False))]
+
+    def _unwrap_key(self) -> bool:
+        """The first parameter, named as a wrapper the schema does not declare."""
+        props = (self.schema or {}).get("properties") or {}
+        return (self.key in self.syn.unwrap and self.num_params == 0 and bool(props)
+                and self.key not in props)
 
     def _decode(self, raw: str, prop: dict | None) -> object:
         types = schema_types(prop)
