@@ -213,6 +213,10 @@ class LLMEngine:
             if prefill.warm_up(self.kv_cache.layers, runner.block_size, runner.scratch_block,
                                self.kv_cache.num_rows):
                 runner.compiled_prefill = prefill
+                prefill.warm_up_fresh(self.kv_cache.layers, runner.block_size,
+                                      runner.scratch_block,
+                                      runner.prefill_threads or torch.get_num_threads(),
+                                      runner.fast_fp32)
 
     def _default_kv_budget(self) -> int:
         if self.device.type == "cuda":

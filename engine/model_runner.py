@@ -98,9 +98,15 @@ class ModelRunner:
             run = self.compiled_decode
         elif self.compiled_prefill is not None and CompiledPrefill.applies(input_ids, meta):
             run = self.compiled_prefill
-        # compiled steps keep their thread count (their code is specialized to it); a compiled
-        # masked prefill still takes the fast fp32 path (no recompile: it is read at run time)
+        elif (self.compiled_prefill is not None and self.compiled_prefill.fresh_threads
+              and CompiledPrefill.applies_fresh(input_ids, meta)):
+            run = self.compiled_prefill.fresh
+        # compiled steps run at the thread count they were compiled at (Dynamo recompiles on
+        # another): the decode and masked graphs at the steady count, the long fresh graph at
+        # its own; the fp32 path is read at run time (no recompile)
         threads = self.prefill_threads if run is self.model else None
+        if self.compiled_prefill is not None and run is self.compiled_prefill.fresh:
+            threads = self.compiled_prefill.fresh_threads
         if (batch.is_prefill or ragged) and (threads or self.fast_fp32) and (
                 input_ids.numel() >= PREFILL_TOKENS):
             hidden = wide_forward(run, threads, self.fast_fp32, input_ids, positions, meta,

@@ -164,6 +164,40 @@ def test_a_long_cached_prefix_prefill_stays_compiled_on_the_fast_fp32_path(
         assert abs(la[tok].logprob - lb[tok].logprob) < 1e-3
 
 
+def test_a_long_fresh_prompt_runs_its_own_compiled_graph(
+        compiled: Any, eager: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One row's fresh prefill of PREFILL_TOKENS or more runs the `fresh` graph, compiled
+    before serving at the thread count long prefills use: no new graph, eager's tokens."""
+    import random
+
+    from thinkgate.engine import model_runner
+
+    runner = compiled.llm_engine.runner
+    fresh = runner.compiled_prefill.fresh
+    assert runner.compiled_prefill.fresh_threads
+    seen: list[tuple[bool, int | None]] = []
+    real = model_runner.wide_forward
+
+    def spy(run: Any, threads: int | None, fast: bool, *args: Any) -> Any:
+        seen.append((run is fresh, threads))
+        return real(run, threads, fast, *args)
+
+    monkeypatch.setattr(model_runner, "wide_forward", spy)
+    rng = random.Random(7)
+    params = SamplingParams(max_tokens=6, temperature=0, ignore_eos=True, logprobs=1)
+    before = _graphs()
+    for n in (model_runner.PREFILL_TOKENS + 3, model_runner.PREFILL_TOKENS + 150):
+        prompt = [rng.randrange(10, 4000) for _ in range(n)]
+        compiled.reset_prefix_cache()
+        ours = compiled.generate([prompt], params, use_tqdm=False)[0].outputs[0]
+        theirs = eager.generate([prompt], params, use_tqdm=False)[0].outputs[0]
+        assert ours.token_ids == theirs.token_ids
+        for tok, la, lb in zip(ours.token_ids, ours.logprobs, theirs.logprobs):
+            assert abs(la[tok].logprob - lb[tok].logprob) < 1e-3
+    assert _graphs() == before
+    assert seen.count((True, runner.compiled_prefill.fresh_threads)) == 2
+
+
 def test_enforce_eager_default_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("THINKGATE_ENFORCE_EAGER", "1")
     assert EngineConfig().enforce_eager is True
