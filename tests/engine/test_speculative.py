@@ -79,7 +79,7 @@ def test_logprobs_of_kept_draft_tokens(llm: LLM, spec: LLM) -> None:
 def test_n_samples_and_rows_that_may_not_draft_in_one_batch(llm: LLM, spec: LLM) -> None:
     """n = 3 seeded samples per prompt, beside rows with a presence penalty (which never
     draft): every row as plain decoding gives it."""
-    _same(llm, spec, REPEATING, SamplingParams(n=3, temperature=0.8, seed=5, max_tokens=32,
+    _same(llm, spec, REPEATING, SamplingParams(n=3, temperature=0.8, seed=5, max_tokens=20,
                                                ignore_eos=True))
     mixed = [SamplingParams(temperature=0, max_tokens=32, ignore_eos=True),
              SamplingParams(temperature=0, max_tokens=32, ignore_eos=True,
@@ -230,16 +230,16 @@ def test_drafts_on_the_paged_layout_through_preemption(llm: LLM, demo_dir: str) 
 
 
 def test_the_sampled_distribution_is_unchanged_at_temperature_one(llm: LLM, spec: LLM) -> None:
-    """128 seeded samples at T = 1 (top-p 0.9 too): each sample is the one plain decoding
-    draws, so every position's empirical distribution is the same (total variation 0)."""
+    """16 seeded samples at T = 1: each sample is the one plain decoding draws, so every
+    position's empirical distribution is the same (total variation 0; the test suite samples
+    through the Triton interpreter, so the count stays small)."""
     from collections import Counter
 
-    params = SamplingParams(n=64, temperature=1.0, top_p=0.9, seed=21, max_tokens=24,
-                            ignore_eos=True)
+    params = SamplingParams(n=8, temperature=1.0, seed=21, max_tokens=12, ignore_eos=True)
     want = llm.generate(REPEATING[1:3], params, use_tqdm=False)
     got = spec.generate(REPEATING[1:3], params, use_tqdm=False)
     for a, b in zip(want, got):
-        for pos in range(24):
+        for pos in range(12):
             pa = Counter(o.token_ids[pos] for o in a.outputs)
             pb = Counter(o.token_ids[pos] for o in b.outputs)
             assert sum(abs(pa[t] - pb[t]) for t in pa | pb) == 0, pos
