@@ -26,6 +26,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -147,9 +148,10 @@ print("RESULT " + json.dumps(rows))
 def vllm_row(python: str, model: str, tokens: int, batch: int, k: int) -> dict[str, Any]:
     from thinkgate.benchmarks.bench_vs_vllm import vllm_env
 
+    # run outside the checkout: its kernels/ folder would shadow Hugging Face's `kernels`
     proc = subprocess.run([python, "-c", VLLM_SCRIPT, model, str(tokens), str(batch), str(k),
                            json.dumps(TEXT_PROMPTS), json.dumps(SCHEMA)], capture_output=True,
-                          text=True,
+                          text=True, cwd=tempfile.gettempdir(),
                           env=vllm_env(), timeout=1800)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):

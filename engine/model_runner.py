@@ -131,11 +131,14 @@ class ModelRunner:
         points at the row's last real token, whose logits the step returns)."""
         if last is None:
             return
-        for row, seq in enumerate(seqs):
-            k = len(seq.draft_ids)
-            if k:
-                end = int(last[row])
-                self.draft_logits[row] = self.model.compute_logits(hidden[row, end + 1:end + 1 + k])
+        spans = [(row, len(seq.draft_ids)) for row, seq in enumerate(seqs) if seq.draft_ids]
+        if not spans:
+            return
+        ends = last.tolist()
+        picked = torch.cat([hidden[row, ends[row] + 1:ends[row] + 1 + k] for row, k in spans])
+        logits = self.model.compute_logits(picked)  # one lm_head call for every draft row
+        for (row, _), part in zip(spans, logits.split([k for _, k in spans])):
+            self.draft_logits[row] = part
 
     def _keep_forced_logits(
         self, seqs: list[Sequence], hidden: torch.Tensor, last: torch.Tensor | None
