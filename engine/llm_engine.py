@@ -354,15 +354,14 @@ class LLMEngine:
         if self.jump_forward_on:
             self.structured_output.jump_forward(batch.seqs, self.runner.logprobs_of_forced)
         if self.speculator is not None:
-            self.speculator.propose([seq for seq in batch.seqs if not seq.is_finished])
+            self.speculator.propose(batch.seqs)  # (finished rows are skipped there)
         return self._collect_outputs(batch.seqs)
 
     def _jumps(self, seq: Sequence) -> bool:
         """Whether jump-forward will write the text this row's grammar forces (speculative
         drafts stop before such text, as plain decoding samples nothing there)."""
-        jumps = getattr(self.structured_output, "jumps", None)
-        return bool(self.jump_forward_on and jumps is not None
-                    and jumps(seq, self.runner.logprobs_of_forced))
+        return self.jump_forward_on and self.structured_output.jumps(
+            seq, self.runner.logprobs_of_forced)
 
     def _record_forced(self, seqs: list[Sequence]) -> None:
         """Logprobs and penalty counts of the jump-forward ids this step computed (they come

@@ -216,8 +216,7 @@ class ConstrainedDecoding(StructuredOutputHook):
         if reasoning is not None and self.slots is not None:  # after the matchers: they saw
             self.slots.read_back(seqs, *reasoning)            # the gate before this step
 
-    @staticmethod
-    def jumps(seq: Sequence, with_logprobs: bool = True) -> bool:
+    def jumps(self, seq: Sequence, with_logprobs: bool = True) -> bool:
         """Whether jump-forward writes the text this row's grammar forces next."""
         row: RequestGrammar | None = seq.structured_state
         return not (row is None or seq.is_finished or not row.constrained

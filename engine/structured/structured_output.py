@@ -17,6 +17,8 @@ The engine calls, per request and per step:
                                      row's slot after the step, read back with the ids); to end
                                      a row set `seq.force_finish = ("stop", None)` (grammar done)
                                      or ("abort", message) (matcher rejected a token)
+    hook.jumps(seq, with_logprobs)   whether jump_forward writes the row's forced text (a
+                                     speculative draft stops before it: engine/speculative.py)
     hook.jump_forward(seqs, with_logprobs)   after the step's tokens are appended: give each
                                      unfinished row the ids its grammar forces next
                                      (`seq.forced_ids`, see jump_forward.py); rows that
@@ -81,6 +83,10 @@ class StructuredOutputHook:
 
     def jump_forward(self, seqs: list[Sequence], with_logprobs: bool = True) -> None:
         return None
+
+    def jumps(self, seq: Sequence, with_logprobs: bool = True) -> bool:
+        """Whether `jump_forward` writes the text this row's grammar forces next."""
+        return False
 
     def preempt(self, seq: Sequence) -> None:
         return None
