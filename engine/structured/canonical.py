@@ -3,7 +3,8 @@
 `canonical_constraint(params, bound_numbers)` turns a `StructuredOutputsParams` into (kind,
 canonical text): JSON schemas parsed, checked against their meta-schema (small ones here; large
 ones only before xgrammar: llguidance checks a schema's structure itself), without unknown
-formats (annotations), with provably disjoint `oneOf`s as `anyOf`, written compactly so the same
+formats (annotations), the formats one backend lacks as their patterns (format_patterns.py),
+with provably disjoint `oneOf`s as `anyOf`, written compactly so the same
 schema spelled differently compiles once; choices as an EBNF grammar; structural tags with
 each json_schema element canonical the same way (a tool's parameters), bounded whitespace and
 numbers.
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from thinkgate.engine.sampling_params import StructuredOutputsParams
+from thinkgate.engine.structured.format_patterns import formats_as_patterns
 from thinkgate.engine.structured.json_schema_rules import (
     MAX_SCHEMA_DEPTH,
     bound_schema_numbers,
@@ -89,6 +91,7 @@ def _canonical_schema(text: str, check: bool = True) -> str:
     if '"format"' not in text and '"oneOf"' not in text:  # nothing below to do (most tools)
         return text
     schema = without_unknown_formats(json.loads(text), in_place=True)  # annotations
+    schema = formats_as_patterns(schema, in_place=True)  # what one backend lacks or gets wrong
     schema = disjoint_one_of(schema)  # a oneOf no instance can match twice is an anyOf
     # bounded numbers: each backend its own way (xgrammar: schema ranges and its number rules;
     # llguidance: the matcher counts digits)

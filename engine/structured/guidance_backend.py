@@ -237,12 +237,12 @@ class GuidanceBackend:
         llguidance refuses the grammar (the schema is then compiled as it is, and refused
         there with llguidance's reason). `parts` gets the sub-schemas written as `%json`."""
         def json_text(sub: Any) -> str:
-            parts.append(sub)
             return _json_text(json.dumps(sub, separators=(",", ":")), any_whitespace)
 
         found = any_order_grammar(schema, json_text, any_whitespace)
         if found is None:
             return None
+        parts.extend(found.json_parts)
         matcher = llguidance.LLMatcher(self.tokenizer,
                                        llguidance.LLMatcher.grammar_from_lark(found.lark))
         return None if matcher.is_error() else (matcher, found.key_checks)

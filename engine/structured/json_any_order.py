@@ -13,8 +13,10 @@ which each object it converts takes its members in any order:
   shape of OpenAI's strict mode, which writes properties in the schema's order) keeps the
   declared order: its next key stays forced (jump-forward writes it) and a hot schema of
   such objects still moves to xgrammar's masks (measured: 13% more decode steps and
-  45 -> 211 us of mask fill per batch-8 step on the demo model otherwise); a closed object
-  with optional properties takes them in any order like an open one;
+  45 -> 211 us of mask fill per batch-8 step on the demo model otherwise), and also the
+  order `required` lists them in where that differs (a schema's writer often lists them
+  in the order instances use); a closed object with optional properties takes them in any
+  order like an open one;
 - an object past `MAX_ANY_ORDER` properties (compact separators only) takes its optional
   members anywhere, the grammar letting one repeat and the repeated-key checks (json_keys.py,
   `AnyOrderGrammar.key_checks`) taking the repeat out; its required members are tracked by
@@ -37,11 +39,17 @@ which each object it converts takes its members in any order:
   with the request's whitespace options, carrying the `definitions` / `$defs` its `$ref`s
   need; `$ref`s become rules (recursion stays recursion); arrays (`items`, `minItems`,
   `maxItems`), `anyOf`, and the `anyOf` of required-key sets the schema rewrites write are
-  converted when an object inside them takes another order.
+  converted when an object inside them takes another order (an `anyOf` beside a `type` with
+  the type moved into its branches; `anyOf` / `allOf` of required-key sets, nested, in
+  their disjunctive form).
 
 Sizes: 2^n rules for n properties, and llguidance compiles a lark rule in ~20 us, so objects
 past `MAX_ANY_ORDER` properties, or past `MAX_ANY_ORDER_RULES` in one schema, keep declared
 order (their members still converted); a schema past `MAX_LARK_RULES` is not converted at all.
+Objects are written inner ones first, so when the budget runs out it is the outer ones that
+keep declared order; such a schema (compact separators) is then written again with its
+objects of 4 or more members in the tracked form under the repeated-key checks (2^r rules for
+r required members, not 2^n), which leaves budget for the outer ones.
 None when nothing would change (no object with two or more members converted) or the schema
 has what the conversion cannot carry over (`$id`, remote or non-local `$ref`s): the caller then
 compiles the schema as it is (also when llguidance refuses the lark grammar).
@@ -49,9 +57,7 @@ compiles the schema as it is (also when llguidance refuses the lark grammar).
 
 from __future__ import annotations
 
-import itertools
 import json
-import math
 import re
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
@@ -81,7 +87,7 @@ MAX_TRACKED = 128
 # Larger schemas (canonical text, or lark rules) keep declared order everywhere: llguidance
 # compiles a lark rule in ~20 us, and their compile time is spent already
 MAX_ANY_ORDER_CHARS = 16_000
-MAX_LARK_RULES = 400
+MAX_LARK_RULES = 1000
 _OBJECT_KEYS = frozenset({
     "properties", "required", "additionalProperties", "minProperties", "maxProperties",
     "patternProperties", "propertyNames", "dependencies", "dependentRequired",
@@ -104,6 +110,7 @@ class AnyOrderGrammar(NamedTuple):
 
     lark: str
     key_checks: bool
+    json_parts: list[Any]  # the sub-schemas written as `%json`
 
 
 def any_order_grammar(schema: Any, json_text: Callable[[Any], str], any_whitespace: bool,
@@ -113,16 +120,22 @@ def any_order_grammar(schema: Any, json_text: Callable[[Any], str], any_whitespa
     json_text: a sub-schema -> the text `%json` takes (with the request's options)."""
     if not isinstance(schema, dict) or not _local_refs_only(schema):
         return None
-    writer = _Writer(_without_annotations(schema), json_text, any_whitespace, max_any_order,
-                     max_rules)
+    root = _without_annotations(schema)
+    writer = _Writer(root, json_text, any_whitespace, max_any_order, max_rules)
     try:
         start = writer.value(writer.root)
+        if writer.short_of_rules and not any_whitespace:
+            # the budget ran out: objects of 4 or more members take the tracked form under the
+            # repeated-key checks (2^required rules, not 2^members), so the budget reaches
+            # the objects written last (the outer ones)
+            writer = _Writer(root, json_text, any_whitespace, max_any_order, max_rules, True)
+            start = writer.value(writer.root)
     except _Unsupported:
         return None
     if not writer.num_reordered:
         return None
     return AnyOrderGrammar("\n".join([f"start: {start}", *writer.rules]) + "\n",
-                           writer.key_checks)
+                           writer.key_checks, writer.json_parts)
 
 
 def any_order_lark(schema: Any, json_text: Callable[[Any], str], any_whitespace: bool,
@@ -135,16 +148,18 @@ def any_order_lark(schema: Any, json_text: Callable[[Any], str], any_whitespace:
 
 def may_reorder(schema: Any) -> bool:
     """Whether llguidance may take an object of `schema` in another order than declared (an
-    object with properties, but a closed one whose every property is required: OpenAI's
-    strict-mode shape): xgrammar, which keeps declared order, would then accept less
-    (grammar_compile.py promotes a hot schema only when both accept the same)."""
+    object with properties, but a closed one whose every property is required, OpenAI's
+    strict-mode shape, listed in `required` in the declared order): xgrammar, which keeps
+    declared order, would then accept less (grammar_compile.py promotes a hot schema only
+    when both accept the same)."""
     for sub, _ in subschemas(schema):
         props = sub.get("properties")
         if not isinstance(props, dict) or not props:
             continue
         required = sub.get("required", [])
         if sub.get("additionalProperties") is not False or not isinstance(required, list) or (
-                set(props) - set(required)):
+                set(props) - set(required)) or [r for r in dict.fromkeys(required)
+                                                if r in props] != list(props):
             return True
     return False
 
@@ -175,7 +190,8 @@ def _local_refs_only(schema: dict[str, Any]) -> bool:
 
 class _Writer:
     def __init__(self, root: dict[str, Any], json_text: Callable[[Any], str],
-                 any_whitespace: bool, max_any_order: int, max_rules: int) -> None:
+                 any_whitespace: bool, max_any_order: int, max_rules: int,
+                 prefer_tracked: bool = False) -> None:
         self.root = root
         self.rules_left = max_rules  # any-order state rules this schema may still write
         self.json_text = json_text
@@ -187,6 +203,9 @@ class _Writer:
         self._log: list[tuple[dict[str, str], str]] = []  # entries to take back with rules
         self.num_reordered = 0  # objects whose members may now come in another order
         self.key_checks = False  # an object relies on the repeated-key checks
+        self.prefer_tracked = prefer_tracked  # larger objects: the tracked form first
+        self.short_of_rules = False  # an object kept declared order for want of rules
+        self.json_parts: list[Any] = []
         self._draft = {"$schema": root["$schema"]} if isinstance(root.get("$schema"), str) else {}
         # llguidance's JSON separators: compact ", " / ": ", or WS around any token
         self.ws = "WS? " if any_whitespace else ""
@@ -207,6 +226,7 @@ class _Writer:
         """`%json` of a sub-schema, with the definitions its `$ref`s reach."""
         if isinstance(schema, dict):
             schema = {**schema, **self._definitions(schema), **self._draft}
+        self.json_parts.append(schema)
         return self.rule("%json " + self.json_text(schema), "j")
 
     def _definitions(self, schema: dict[str, Any]) -> dict[str, Any]:
@@ -239,21 +259,26 @@ class _Writer:
         keys = {k for k in schema if k not in ANNOTATIONS and k not in ("definitions", "$defs")}
         if keys == {"$ref"}:
             return self.ref(schema["$ref"])
-        mark = (len(self.rules), len(self._log), self.num_reordered, self.rules_left,
-                self.key_checks)
+        mark = (len(self.rules), len(self._log), len(self.json_parts), self.num_reordered,
+                self.rules_left, self.key_checks)
         written = self._convert(schema, keys)
-        if written is None or self.num_reordered == mark[2]:
+        if written is None or self.num_reordered == mark[3]:
             del self.rules[mark[0]:]
+            del self.json_parts[mark[2]:]
             while len(self._log) > mark[1]:
                 table, key = self._log.pop()
                 del table[key]
-            self.num_reordered, self.rules_left, self.key_checks = mark[2:]
+            self.num_reordered, self.rules_left, self.key_checks = mark[3:]
             return self.json(schema)
         return written
 
     def _convert(self, schema: dict[str, Any], keys: set[str]) -> str | None:
-        if keys == {"anyOf"} and isinstance(schema["anyOf"], list) and schema["anyOf"]:
-            alts = [self.value(b) for b in schema["anyOf"]]
+        if keys in ({"anyOf"}, {"anyOf", "type"}) and isinstance(schema["anyOf"], list) and (
+                schema["anyOf"]):
+            branches = [self.typed(b, schema.get("type")) for b in schema["anyOf"]]
+            if any(b is None for b in branches):
+                return None
+            alts = [self.value(b) for b in branches]
             return self.rule(" | ".join(dict.fromkeys(alts)))
         types = schema.get("type")
         if types == "array" and keys <= {"type", "items", "minItems", "maxItems"} and isinstance(
@@ -281,6 +306,24 @@ class _Writer:
         if not alts:
             return None
         return self.rule(" | ".join(alts)) if len(alts) > 1 else alts[0]
+
+    def typed(self, branch: Any, types: Any) -> Any:
+        """`branch` of an `anyOf` whose node also says `type: types`, as one schema: the type
+        moved into it (or into the target of its `$ref`; a branch with the same type as is);
+        None where that would change its meaning."""
+        if types is None:
+            return branch
+        if not isinstance(branch, dict):
+            return None
+        target = self._resolve(branch["$ref"]) if set(branch) - ANNOTATIONS == {"$ref"} and (
+            isinstance(branch["$ref"], str)) else branch
+        if not isinstance(target, dict):
+            return None
+        if "type" in target:
+            return branch if target["type"] == types else None
+        if any(k in target for k in _ANY_TYPE_KEYS | {"definitions", "$defs"}):
+            return None
+        return {**target, "type": types}
 
     def ref(self, ref: str) -> str:
         if ref not in self._refs:
@@ -320,30 +363,21 @@ class _Writer:
         return self.rule(f'"[" {self.ws}"]" | {items}')
 
     def required_branches(self, schema: dict[str, Any]) -> list[dict[str, Any]] | None:
-        """The object as branches without `anyOf` / `allOf`: an `anyOf` of required-key sets
-        (`required`, and properties set to false: the schema rewrites write them for `oneOf`
-        and `dependencies`), alone or under `allOf`, is merged into the object once per
-        choice of a branch from each; any other `anyOf` / `allOf` None."""
-        groups = [schema["anyOf"]] if "anyOf" in schema else []
-        every = schema.get("allOf", [])
-        if not isinstance(every, list):
-            return None
-        for item in every:
-            if isinstance(item, dict) and set(item) - ANNOTATIONS == {"anyOf"}:
-                groups.append(item["anyOf"])
-            else:
-                groups.append([item])
-        if not all(isinstance(g, list) and g and all(_key_set(b) for b in g) for g in groups):
-            return None
-        if math.prod(len(g) for g in groups) > _MAX_BRANCHES:
+        """The object as branches without `anyOf` / `allOf`: `anyOf` / `allOf` of required-key
+        sets (`required`, and properties set to false: the schema rewrites write them for
+        `oneOf`, `not` and `dependencies`), nested in any way, become the object merged with
+        each set of its disjunctive form (at most `_MAX_BRANCHES`); any other `anyOf` /
+        `allOf` None."""
+        own = schema.get("type") in ("object", ["object"])
+        sets = _key_sets({k: schema[k] for k in ("anyOf", "allOf") if k in schema}, own)
+        if sets is None:
             return None
         out = []
-        for choice in itertools.product(*groups):
-            props, required = dict(schema.get("properties", {})), list(schema.get("required", []))
-            for b in choice:
-                props.update(b.get("properties", {}))
-                required.extend(b.get("required", []))
-            out.append({**schema, "properties": props, "required": list(dict.fromkeys(required))})
+        for required, absent in sets:
+            props = {**schema.get("properties", {}), **dict.fromkeys(absent, False)}
+            out.append({**schema, "properties": props,
+                        "required": list(dict.fromkeys([*schema.get("required", []),
+                                                        *required]))})
         return out
 
     def object(self, schema: dict[str, Any]) -> str | None:
@@ -383,17 +417,24 @@ class _Writer:
             return None
         need = sorted({names.index(r) for r in required})  # a key listed twice is one key
         name = f"o{len(self.rules)}"
+        listed = [names.index(r) for r in dict.fromkeys(required)]
         if extra_member is None and len(need) == len(names):  # OpenAI's strict-mode shape
-            self.rules.extend(declared_order(name, members, need, extra_member, self.ws,
-                                             self.comma))
+            if listed != need:  # `required` lists them in another order: that one too
+                self.num_reordered += 1
+                self.rules.extend(required_in_order(name, members, [need, listed], None,
+                                                    self.ws, self.comma))
+            else:
+                self.rules.extend(declared_order(name, members, need, None, self.ws,
+                                                 self.comma))
             return name
-        if len(names) <= self.max_any_order and 1 << len(names) <= self.rules_left:
+        tracked_first = self.prefer_tracked and len(names) >= 4 and len(need) < len(names)
+        if len(names) <= self.max_any_order and 1 << len(names) <= self.rules_left and (
+                not tracked_first):
             self.rules_left -= 1 << len(names)
             if len(names) + (extra_member is not None) >= 2:
                 self.num_reordered += 1
             self.rules.extend(any_order(name, members, need, extra_member, self.ws, self.comma))
             return name
-        listed = [names.index(r) for r in dict.fromkeys(required)]
         orders = [need] + ([listed] if listed != need else [])
         subsets = len(need) <= self.max_any_order and 1 << len(need) <= self.rules_left
         if not self.ws and len(names) <= MAX_TRACKED and (
@@ -408,11 +449,10 @@ class _Writer:
                 if subsets else
                 required_in_order(name, members, orders, extra_member, "", self.comma))
             return name
+        self.short_of_rules = True
         self.rules.extend(declared_order(name, members, need, extra_member, self.ws,
                                          self.comma))
         return name
-
-
 
     def extra_member(self, props: dict[str, Any], extra: Any, patterns: Any,
                      listed: list[str]) -> str | None | Literal[False]:
@@ -444,12 +484,39 @@ class _Writer:
         self.key_checks = True
         return self.rule(" | ".join(alts), "m")
 
-def _key_set(branch: Any) -> bool:
-    """Whether a branch says only which keys are present (`required`) or absent (false)."""
-    return isinstance(branch, dict) and not set(branch) - ANNOTATIONS - {
-        "required", "properties"} and isinstance(branch.get("required", []), list) and isinstance(
-        branch.get("properties", {}), dict) and all(
-        v is False for v in branch.get("properties", {}).values())
+def _key_sets(node: Any, objects_only: bool) -> list[tuple[list[str], list[str]]] | None:
+    """The disjunctive form of a node that says only which keys are present (`required`) or
+    absent (a property set to false), through `anyOf` / `allOf`: a list of (required, absent)
+    key sets, or None for anything else (or past `_MAX_BRANCHES`). `type: object` is allowed
+    in it where the object's own type is object alone."""
+    if not isinstance(node, dict) or set(node) - ANNOTATIONS - {
+            "required", "properties", "anyOf", "allOf", "type"}:
+        return None
+    if "type" in node and not (objects_only and node["type"] in ("object", ["object"])):
+        return None
+    required, props = node.get("required", []), node.get("properties", {})
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required) or (
+            not isinstance(props, dict)) or any(v is not False for v in props.values()):
+        return None
+    out = [(list(required), list(props))]
+    groups = [node["anyOf"]] if "anyOf" in node else []
+    every = node.get("allOf", [])
+    if not isinstance(every, list):
+        return None
+    groups += [[item] for item in every]
+    for group in groups:
+        if not isinstance(group, list) or not group:
+            return None
+        alts = []
+        for alt in group:
+            found = _key_sets(alt, objects_only)
+            if found is None:
+                return None
+            alts.extend(found)
+        out = [(r1 + r2, a1 + a2) for r1, a1 in out for r2, a2 in alts]
+        if len(out) > _MAX_BRANCHES:
+            return None
+    return out
 
 
 def _compiles(pattern: str) -> bool:

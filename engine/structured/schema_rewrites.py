@@ -100,7 +100,7 @@ def _exclusive_one_of(sub: dict[str, Any], root: Any) -> None:
         mine_props = mine.get("properties") if isinstance(mine.get("properties"), dict) else {}
         absent = set()
         for j, theirs in enumerate(resolved):
-            if j == i or _disjoint(mine, theirs):
+            if j == i or _disjoint(mine, theirs, _own_types(sub), root):
                 continue
             # "k absent" rules `theirs` out only for objects: the instance must be one
             if not (objects or _types(mine) == {"object"} or _types(theirs) == {"object"}):
@@ -172,12 +172,12 @@ def disjoint_one_of(schema: Any) -> Any:
     property the other (closed) branch does not allow. A `oneOf` with branches that may
     overlap is left as it is (the backends refuse it)."""
     found = [sub for sub, _ in subschemas(schema)
-             if isinstance(sub.get("oneOf"), list) and _pairwise_disjoint(sub["oneOf"], schema)]
+             if isinstance(sub.get("oneOf"), list) and _pairwise_disjoint(sub, schema)]
     if not found:
         return schema
     copy = json.loads(json.dumps(schema))
     for sub, _ in subschemas(copy):
-        if isinstance(sub.get("oneOf"), list) and _pairwise_disjoint(sub["oneOf"], copy):
+        if isinstance(sub.get("oneOf"), list) and _pairwise_disjoint(sub, copy):
             branches = sub.pop("oneOf")
             if "anyOf" in sub:  # both: keep the two constraints (allOf would be refused)
                 sub["oneOf"] = branches
@@ -235,20 +235,23 @@ def _values(branch: Any) -> list[Any] | None:
     return branch["enum"] if isinstance(branch.get("enum"), list) else None
 
 
-def _disjoint(a: Any, b: Any) -> bool:
+def _disjoint(a: Any, b: Any, scope: frozenset[str] = _JSON_TYPES, root: Any = None) -> bool:
+    """Whether no instance matches both branches; `scope`: the types the branches' parent
+    allows (a branch of a `type: object` node constrains objects only)."""
     if not isinstance(a, dict) or not isinstance(b, dict):
         return False
-    if not _types(a) & _types(b):
+    ta, tb = _types(a) & scope, _types(b) & scope
+    if not ta & tb:
         return True
     va, vb = _values(a), _values(b)
     if va is not None and vb is not None:
         return not any(x == y and type(x) is type(y) for x in va for y in vb)
-    if _types(a) != {"object"} or _types(b) != {"object"}:
+    if ta != {"object"} or tb != {"object"}:
         return False
     pa, pb = a.get("properties") or {}, b.get("properties") or {}
     ra, rb = set(a.get("required") or ()), set(b.get("required") or ())
     for key in ra & rb & set(pa) & set(pb):  # a discriminator both require
-        xa, xb = _values(pa[key]), _values(pb[key])
+        xa, xb = _values(_resolve(pa[key], root)), _values(_resolve(pb[key], root))
         if xa is not None and xb is not None and not any(
                 x == y and type(x) is type(y) for x in xa for y in xb):
             return True
@@ -259,8 +262,19 @@ def _disjoint(a: Any, b: Any) -> bool:
     return False
 
 
-def _pairwise_disjoint(branches: list[Any], root: Any) -> bool:
-    resolved = [_resolve(b, root) for b in branches]
-    return len(resolved) > 1 and all(_disjoint(resolved[i], resolved[j])
+def _pairwise_disjoint(sub: dict[str, Any], root: Any) -> bool:
+    resolved = [_resolve(b, root) for b in sub["oneOf"]]
+    scope = _own_types(sub)
+    return len(resolved) > 1 and all(_disjoint(resolved[i], resolved[j], scope, root)
                                      for i in range(len(resolved))
                                      for j in range(i + 1, len(resolved)))
+
+
+def _own_types(sub: dict[str, Any]) -> frozenset[str]:
+    """The types a node's own `type` keyword allows (all of them without one)."""
+    types = sub.get("type")
+    if isinstance(types, str):
+        types = [types]
+    if not isinstance(types, list):
+        return _JSON_TYPES
+    return frozenset("number" if t == "integer" else t for t in types if isinstance(t, str))

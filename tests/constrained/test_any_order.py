@@ -94,6 +94,15 @@ def test_closed_objects_of_required_members_keep_the_declared_order(guidance: Gr
     assert _goes(guidance, strict, '{"name": "b", "age": 7}', tok)
     assert not _goes(guidance, strict, '{"age": 7, "name": "b"}', tok)
     assert not may_reorder(strict) and may_reorder({**strict, "additionalProperties": True})
+    # `required` listing them in another order: that order is taken too (and no third one)
+    listed = {**strict, "properties": {**strict["properties"], "id": {"type": "integer"}},
+              "required": ["age", "id", "name"]}
+    assert may_reorder(listed)
+    for text, ok in (('{"name": "b", "age": 7, "id": 1}', True),
+                     ('{"age": 7, "id": 1, "name": "b"}', True),
+                     ('{"age": 7, "name": "b", "id": 1}', False),
+                     ('{"age": 7, "id": 1}', False)):
+        assert _goes(guidance, listed, text, tok) == ok, text
     closed = {**strict, "required": ["name"]}
     assert may_reorder(closed)
     for text in ('{"name": "b", "age": 7}', '{"age": 7, "name": "b"}', '{"name": "b"}'):
@@ -275,6 +284,58 @@ def test_required_key_sets_under_all_of(guidance: Grammar, tok: Any) -> None:
     assert _goes(guidance, schema, '{"b": 1, "a": 2}', tok)
     assert _goes(guidance, schema, '{"c": 1, "b": 1}', tok)
     assert not _goes(guidance, schema, '{"c": 1, "a": 2}', tok)
+
+
+def test_nested_key_sets_of_one_of_and_not(guidance: Grammar, tok: Any) -> None:
+    # a oneOf whose branch holds a `not required` (the rewrites nest anyOf / allOf / type in
+    # its branches): the object still takes its members in any order, exactly as jsonschema
+    schema = {"type": "object", "additionalProperties": False, "properties": {
+        "image": {"type": "string"}, "args": {"type": "integer"}, "file": {"type": "string"},
+        "dir": {"type": "string"}, "ports": {"type": "integer"}},
+        "oneOf": [{"not": {"required": ["args", "file"]}, "required": ["image"]},
+                  {"required": ["dir"]}]}
+    for text in ('{"ports": 1, "image": "a"}', '{"file": "f", "ports": 1, "image": "a"}',
+                 '{"ports": 2, "dir": "d", "args": 1}',
+                 '{"args": 1, "file": "f", "image": "a"}', '{"image": "a", "dir": "d"}',
+                 '{"ports": 1}'):
+        valid = jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+        assert _goes(guidance, schema, text, tok) == valid, text
+
+
+def test_an_any_of_beside_a_type(guidance: Grammar, tok: Any) -> None:
+    # {type: object, oneOf: [...]} whose branches say no type: disjoint through a required
+    # discriminator (the parent's type makes them objects), then each branch in any order
+    one = {"properties": {"v": {"enum": ["1"]}, "a": {"type": "integer"},
+                          "b": {"type": "integer"}}, "required": ["v"],
+           "additionalProperties": False}
+    two = {"properties": {"v": {"enum": ["2"]}, "c": {"type": "integer"}, "d": {}},
+           "required": ["v", "c"], "additionalProperties": False}
+    schema = {"type": "object", "oneOf": [one, {"$ref": "#/$defs/two"}], "$defs": {"two": two}}
+    for text, ok in (('{"b": 1, "a": 2, "v": "1"}', True), ('{"c": 1, "d": 0, "v": "2"}', True),
+                     ('{"c": 1, "v": "1"}', False), ('{"a": 1, "v": "2", "c": 1}', False)):
+        assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)) == ok
+        assert _goes(guidance, schema, text, tok) == ok, text
+
+
+def test_outer_objects_keep_any_order_past_the_rule_budget(tok: Any) -> None:
+    # eight inner objects of 5 optional members spend the 256-rule budget (32 each) before
+    # the outer one (4 required members among 12) is written; on a second pass the inner
+    # objects take the tracked form under the key checks, and the outer one still takes its
+    # required members in any order
+    inner = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(5)}}
+    schema = {"type": "object", "required": ["a", "b", "c", "d"], "properties": {
+        **{k: {"type": "integer"} for k in "abcd"}, **{f"o{i}": inner for i in range(8)}}}
+    found = any_order_grammar(schema, json.dumps, False)
+    assert found is not None and found.key_checks
+    g = Grammar(tok, -(-len(tok) // 64) * 64, [0, 2], max_num_seqs=1, backend="guidance")
+    try:
+        text = '{"o7": {"p4": 1, "p0": 2}, "d": 1, "o0": {}, "c": 1, "b": 2, "a": 3}'
+        assert _goes(g, schema, text, tok)
+        assert not _goes(g, schema, '{"o7": {"p4": 1}, "d": 1, "c": 1, "b": 2}', tok)
+        assert not _goes(g, schema, '{"o7": {"p4": 1, "p4": 2}, "d": 1, "c": 1, "b": 2, "a": 3}',
+                         tok)
+    finally:
+        g.close()
 
 
 def test_digits_stay_bounded_in_any_order(guidance: Grammar, tok: Any) -> None:

@@ -189,12 +189,19 @@ def test_guidance_bounds_fraction_digits(guidance: Grammar, demo_tokenizer: Any)
       {"type": "object", "properties": {"b": {}}, "required": ["b"],
        "additionalProperties": False}], True),
     ([{"$ref": "#/$defs/s"}, {"type": "array"}], True),
+    # branches with no type of their own under a `type: object` node: a discriminator
+    ([{"properties": {"v": {"enum": ["1"]}}, "required": ["v"]},
+      {"properties": {"v": {"$ref": "#/$defs/two"}}, "required": ["v"]}], "object"),
+    ([{"properties": {"v": {"enum": ["1"]}}, "required": ["v"]},  # the same without the type
+      {"properties": {"v": {"$ref": "#/$defs/two"}}, "required": ["v"]}], False),
 ])
 def test_disjoint_one_of_is_any_of(demo_tokenizer: Any, one_of: list[Any],
-                                   disjoint: bool) -> None:
+                                   disjoint: bool | str) -> None:
     from thinkgate.engine.structured.schema_rewrites import disjoint_one_of
 
-    schema = {"$defs": {"s": {"type": "string"}}, "oneOf": one_of}
+    schema = {"$defs": {"s": {"type": "string"}, "two": {"const": "2"}}, "oneOf": one_of}
+    if isinstance(disjoint, str):
+        schema["type"], disjoint = disjoint, True
     rewritten = disjoint_one_of(schema)
     assert ("anyOf" in rewritten and "oneOf" not in rewritten) is disjoint
     assert schema["oneOf"] == one_of  # the request's schema is not changed
