@@ -363,18 +363,21 @@ class _Writer:
         return self.rule(f'"[" {self.ws}"]" | {items}')
 
     def required_branches(self, schema: dict[str, Any]) -> list[dict[str, Any]] | None:
-        """The object as branches without `anyOf` / `allOf`: `anyOf` / `allOf` of required-key
-        sets (`required`, and properties set to false: the schema rewrites write them for
-        `oneOf`, `not` and `dependencies`), nested in any way, become the object merged with
-        each set of its disjunctive form (at most `_MAX_BRANCHES`); any other `anyOf` /
-        `allOf` None."""
+        """The object as branches without `anyOf` / `allOf`: `anyOf` / `allOf` of key sets
+        (`required`, properties set to false, as the schema rewrites write them for `oneOf`,
+        `not` and `dependencies`, or to a schema, as a discriminator's `const`), nested in any
+        way, become the object merged with each set of its disjunctive form (at most
+        `_MAX_BRANCHES`); any other `anyOf` / `allOf` None."""
         own = schema.get("type") in ("object", ["object"])
         sets = _key_sets({k: schema[k] for k in ("anyOf", "allOf") if k in schema}, own)
-        if sets is None:
+        if sets is None or not isinstance(schema.get("properties", {}), dict):
             return None
         out = []
-        for required, absent in sets:
-            props = {**schema.get("properties", {}), **dict.fromkeys(absent, False)}
+        for required, constrained in sets:
+            props = _merged(schema.get("properties", {}), schema.get("additionalProperties"),
+                            constrained, bool(schema.get("patternProperties")))
+            if props is None:
+                return None
             out.append({**schema, "properties": props,
                         "required": list(dict.fromkeys([*schema.get("required", []),
                                                         *required]))})
@@ -484,11 +487,15 @@ class _Writer:
         self.key_checks = True
         return self.rule(" | ".join(alts), "m")
 
-def _key_sets(node: Any, objects_only: bool) -> list[tuple[list[str], list[str]]] | None:
-    """The disjunctive form of a node that says only which keys are present (`required`) or
-    absent (a property set to false), through `anyOf` / `allOf`: a list of (required, absent)
-    key sets, or None for anything else (or past `_MAX_BRANCHES`). `type: object` is allowed
-    in it where the object's own type is object alone."""
+KeySet = tuple[list[str], list[tuple[str, Any]]]  # required keys, (key, its schema) if present
+
+
+def _key_sets(node: Any, objects_only: bool) -> list[KeySet] | None:
+    """The disjunctive form of a node that says only which keys are present (`required`),
+    absent (a property set to false) or what a key holds if present (a property's schema,
+    e.g. the `const` of a discriminator), through `anyOf` / `allOf`: a list of key sets, or
+    None for anything else (or past `_MAX_BRANCHES`). `type: object` is allowed in it where
+    the object's own type is object alone."""
     if not isinstance(node, dict) or set(node) - ANNOTATIONS - {
             "required", "properties", "anyOf", "allOf", "type"}:
         return None
@@ -496,9 +503,9 @@ def _key_sets(node: Any, objects_only: bool) -> list[tuple[list[str], list[str]]
         return None
     required, props = node.get("required", []), node.get("properties", {})
     if not isinstance(required, list) or not all(isinstance(r, str) for r in required) or (
-            not isinstance(props, dict)) or any(v is not False for v in props.values()):
+            not isinstance(props, dict)):
         return None
-    out = [(list(required), list(props))]
+    out: list[KeySet] = [(list(required), list(props.items()))]
     groups = [node["anyOf"]] if "anyOf" in node else []
     every = node.get("allOf", [])
     if not isinstance(every, list):
@@ -513,9 +520,25 @@ def _key_sets(node: Any, objects_only: bool) -> list[tuple[list[str], list[str]]
             if found is None:
                 return None
             alts.extend(found)
-        out = [(r1 + r2, a1 + a2) for r1, a1 in out for r2, a2 in alts]
+        out = [(r1 + r2, p1 + p2) for r1, p1 in out for r2, p2 in alts]
         if len(out) > _MAX_BRANCHES:
             return None
+    return out
+
+
+def _merged(props: dict[str, Any], extra: Any, constrained: list[tuple[str, Any]],
+            patterns: bool) -> dict[str, Any] | None:
+    """An object's properties with a branch's constraints on them (`_key_sets`): false keeps
+    a key out, a schema holds beside the key's own (`allOf`), or the extra members' where the
+    object does not list the key; None where pattern members may hold it too."""
+    out = dict(props)
+    for key, sub in constrained:
+        own = out.get(key, extra if extra is not None else True)
+        if sub is True or own is False or sub == own:
+            continue
+        if key not in out and patterns:
+            return None
+        out[key] = sub if sub is False or own is True or own == {} else {"allOf": [own, sub]}
     return out
 
 

@@ -169,8 +169,8 @@ def disjoint_one_of(schema: Any) -> Any:
     `anyOf` (then "exactly one" and "at least one" are the same; a copy when any is). Branches
     are told apart, conservatively, by their JSON types, their `const` / `enum` values, a
     required property whose `const` / `enum` values differ (a discriminator), or a required
-    property the other (closed) branch does not allow. A `oneOf` with branches that may
-    overlap is left as it is (the backends refuse it)."""
+    property the other (closed) branch does not allow; a `oneOf` of one branch is that branch.
+    A `oneOf` with branches that may overlap is left as it is (the backends refuse it)."""
     found = [sub for sub, _ in subschemas(schema)
              if isinstance(sub.get("oneOf"), list) and _pairwise_disjoint(sub, schema)]
     if not found:
@@ -265,7 +265,7 @@ def _disjoint(a: Any, b: Any, scope: frozenset[str] = _JSON_TYPES, root: Any = N
 def _pairwise_disjoint(sub: dict[str, Any], root: Any) -> bool:
     resolved = [_resolve(b, root) for b in sub["oneOf"]]
     scope = _own_types(sub)
-    return len(resolved) > 1 and all(_disjoint(resolved[i], resolved[j], scope, root)
+    return len(resolved) > 0 and all(_disjoint(resolved[i], resolved[j], scope, root)
                                      for i in range(len(resolved))
                                      for j in range(i + 1, len(resolved)))
 

@@ -189,6 +189,7 @@ def test_guidance_bounds_fraction_digits(guidance: Grammar, demo_tokenizer: Any)
       {"type": "object", "properties": {"b": {}}, "required": ["b"],
        "additionalProperties": False}], True),
     ([{"$ref": "#/$defs/s"}, {"type": "array"}], True),
+    ([{"$ref": "#/$defs/s"}], True),  # one branch: exactly one is at least one
     # branches with no type of their own under a `type: object` node: a discriminator
     ([{"properties": {"v": {"enum": ["1"]}}, "required": ["v"]},
       {"properties": {"v": {"$ref": "#/$defs/two"}}, "required": ["v"]}], "object"),
