@@ -293,6 +293,11 @@ class _Writer:
                 "patternProperties"}:
             return None
         branches = self.required_branches(schema)
+        if branches is None and "anyOf" in schema:  # object branches: each merged with it
+            merged = self.merged_branches(schema)
+            if merged is None:
+                return None
+            return self.rule(" | ".join(dict.fromkeys(self.value(b) for b in merged)))
         written = [self.object(b) for b in branches] if branches is not None else [None]
         if any(w is None for w in written):
             return None
@@ -381,6 +386,29 @@ class _Writer:
             out.append({**schema, "properties": props,
                         "required": list(dict.fromkeys([*schema.get("required", []),
                                                         *required]))})
+        return out
+
+    def merged_branches(self, schema: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """An object node with an `anyOf` of object schemas (or `$ref`s to them) as one object
+        per branch, the node's members and the branch's both holding: a key's schemas side by
+        side (`allOf`), a key one side does not list held by that side's
+        `additionalProperties`; None for other branches (or `allOf`, `patternProperties`)."""
+        if "allOf" in schema or not isinstance(schema["anyOf"], list) or not schema["anyOf"]:
+            return None
+        base = {k: v for k, v in schema.items() if k != "anyOf"}
+        out = []
+        for branch in schema["anyOf"]:
+            if isinstance(branch, dict) and set(branch) - ANNOTATIONS == {"$ref"} and (
+                    isinstance(branch["$ref"], str)):
+                branch = self._resolve(branch["$ref"])
+            if not isinstance(branch, dict) or set(branch) - ANNOTATIONS - {
+                    "type", "properties", "required", "additionalProperties"} or branch.get(
+                    "type", "object") not in ("object", ["object"]):
+                return None
+            merged = _merge_objects(base, branch)
+            if merged is None:
+                return None
+            out.append(merged)
         return out
 
     def object(self, schema: dict[str, Any]) -> str | None:
@@ -540,6 +568,35 @@ def _merged(props: dict[str, Any], extra: Any, constrained: list[tuple[str, Any]
             return None
         out[key] = sub if sub is False or own is True or own == {} else {"allOf": [own, sub]}
     return out
+
+
+def _merge_objects(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
+    """One object schema holding where both `a` (with its other keywords) and `b` (members
+    only) hold, or None (pattern members, or lists where maps belong)."""
+    props_a, props_b = a.get("properties", {}), b.get("properties", {})
+    req_a, req_b = a.get("required", []), b.get("required", [])
+    if "patternProperties" in a or not all(isinstance(x, dict) for x in (props_a, props_b)) or (
+            not all(isinstance(x, list) for x in (req_a, req_b))):
+        return None
+    extra_a, extra_b = a.get("additionalProperties", True), b.get("additionalProperties", True)
+    props = {k: _both(props_a.get(k, extra_a), props_b.get(k, extra_b))
+             for k in [*props_a, *(k for k in props_b if k not in props_a)]}
+    out = {**a, "properties": props, "required": list(dict.fromkeys([*req_a, *req_b])),
+           "additionalProperties": _both(extra_a, extra_b)}
+    if "type" in b and "type" not in a:
+        out["type"] = "object"
+    return out
+
+
+def _both(a: Any, b: Any) -> Any:
+    """A schema both `a` and `b` hold for."""
+    if a is True or a == {} or a == b:
+        return b
+    if b is True or b == {}:
+        return a
+    if a is False or b is False:
+        return False
+    return {"allOf": [a, b]}
 
 
 def _compiles(pattern: str) -> bool:

@@ -320,6 +320,22 @@ def test_one_of_branches_with_a_discriminator(guidance: Grammar, tok: Any) -> No
     assert not _goes(guidance, schema, '{"queue": 2, "exchange": 1, "is": "queue"}', tok)
 
 
+def test_object_branches_merge_with_the_node(guidance: Grammar, tok: Any) -> None:
+    # members beside a oneOf of $refs to objects (one closed): each branch merged with the
+    # node's own members, any order, exactly as jsonschema has it
+    schema = {"type": "object", "properties": {"type": {"type": "string"},
+                                               "on": {"type": "boolean"}},
+              "required": ["type"], "oneOf": [{"$ref": "#/$defs/node"}],
+              "$defs": {"node": {"properties": {"type": {"const": "node"}, "id": {"type": "integer"},
+                                                "on": {}},
+                                 "required": ["id"], "additionalProperties": False}}}
+    for text in ('{"id": 3, "type": "node"}', '{"on": true, "id": 3, "type": "node"}',
+                 '{"id": 3, "type": "edge"}', '{"id": 3}', '{"type": "node", "id": 3, "x": 1}',
+                 '{"on": 1, "id": 3, "type": "node"}'):
+        valid = jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+        assert _goes(guidance, schema, text, tok) == valid, text
+
+
 def test_an_any_of_beside_a_type(guidance: Grammar, tok: Any) -> None:
     # {type: object, oneOf: [...]} whose branches say no type: disjoint through a required
     # discriminator (the parent's type makes them objects), then each branch in any order
