@@ -228,15 +228,17 @@ class CompletionPlanner:
         next step's forced token, so the request still ends in `accept`."""
         if not self.forcing or not self.plan or len(self.plan) < 2 or limit <= 0:
             return []
-        ids = self.plan[: min(len(self.plan) - 1, limit)]
+        plan = self.plan
+        ids = plan[: min(len(plan) - 1, limit)]
         state = (self._in_string, self._escaped, self._written)
         for n, token in enumerate(ids):
             if not self._advance(matcher, token):  # not expected: the plan was checked
                 if n:
                     matcher.rollback(n)
                 self._in_string, self._escaped, self._written = state
+                self.plan = plan
                 return []
-        del self.plan[: len(ids)]
+        self.plan = plan[len(ids):]  # (_advance drops a plan past 256 written characters)
         self._written = ""
         return ids
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from thinkgate import SamplingParams, StructuredOutputsParams
 from thinkgate.engine.structured.grammar_compile import GrammarCompileCache
-from thinkgate.engine.structured.json_completion import shortest_completion
+from thinkgate.engine.structured.json_completion import CompletionPlanner, shortest_completion
 
 PROMPT = ("<|im_start|>user\nDescribe it as JSON.<|im_end|>\n<|im_start|>assistant\n"
           "<think>\n\n</think>\n\n")
@@ -89,6 +89,26 @@ def test_tool_arguments_are_bounded_too() -> None:
         call = render_calls("hermes", [("f", {"n": int("7" * digits)})])
         m = xgr.GrammarMatcher(cache.get(_so(structural_tag=tag)))
         assert m.accept_string(call) is accepted
+
+
+def test_a_forced_plan_past_256_characters_is_written_whole() -> None:
+    # one character per token: the plan from the start is ~310 ids; writing all but its last
+    # in one forward passes the 256 characters after which the planner stops following a
+    # plan it is not forcing (this crashed the engine's step: the plan was dropped mid-write)
+    cache = GrammarCompileCache(xgr.TokenizerInfo([chr(c) for c in range(32, 127)]), "ascii")
+    schema = {"type": "object", "properties": {"a": {"type": "string", "minLength": 300}},
+              "required": ["a"], "additionalProperties": False}
+    m = xgr.GrammarMatcher(cache.get(_so(json=schema)))
+    planner = CompletionPlanner(lambda t: [ord(c) - 32 for c in t], lambda i: chr(i + 32), 0)
+    planner.start(m)
+    plan = list(planner.plan or [])
+    assert len(plan) > 300
+    planner.forcing = True  # what `accept` sets once the plan fills the tokens left
+    ids = planner.take_forced(m, 1000)
+    assert ids == plan[:-1] and planner.forced_token == plan[-1]
+    assert m.accept_token(plan[-1])
+    text = "".join(chr(i + 32) for i in plan)
+    jsonschema.validate(json.loads(text), schema)
 
 
 def test_shortest_completion_of_a_partial_object() -> None:
