@@ -1,12 +1,7 @@
 """Completion before max_tokens: the shortest valid ending of a matcher's state, and forcing it.
 
-`shortest_completion(matcher, in_string)` searches a fork of an xgrammar matcher one character at
-a time for a short text that completes the grammar: it takes the grammar's forced characters
-(jump-forward) when there are any, else the first accepted character of a preference order
-that closes values early (inside a JSON string: the closing quote first, then the separators
-of string formats; outside: `}` `]` `,` `0` `"`; then any printable ASCII), a kind of
-character (digits, letters) just written three times in a row going last. It is greedy, so short rather than provably shortest, and it
-costs a few microseconds per character (no bitmask fills).
+`shortest_completion(matcher, in_string)` (completion_search.py) finds a short text that
+completes a matcher's grammar from its state.
 
 `CompletionPlanner` keeps, per request, a token plan that completes the grammar from the
 current state and fits in the tokens left; a request whose max_tokens cannot hold the plan
@@ -42,97 +37,11 @@ from collections.abc import Callable
 from typing import Any
 
 from thinkgate.engine.structured.backend import Matcher
+from thinkgate.engine.structured.completion_search import scan_text, shortest_completion
 
 logger = logging.getLogger(__name__)
 
 COMPLETED_STOP_REASON = "completed_at_max_tokens"
-_IN_STRING = '"' + "@.:-TZ+/a0"
-_OUTSIDE = '}],:0"'
-_ANY = "".join(chr(c) for c in range(32, 127))
-_PATIENT_IN_STRING = '"0a' + "".join(c for c in _ANY if c not in '"0a')
-_CALM = frozenset("0123456789 \t\r\n}]:.eE+-truefalsn")  # outside strings: opens nothing
-
-
-def _kind(ch: str) -> str:
-    return "digit" if ch.isdigit() else "letter" if ch.isalpha() else ch
-
-
-@functools.lru_cache(maxsize=64)
-def _order(in_string: bool, escaped: bool, tired: str) -> str:
-    """Characters to try, best first; `tired`: a kind written three times, tried last."""
-    if escaped:
-        order = _ANY
-    else:
-        first = _IN_STRING if in_string else _OUTSIDE
-        order = first + "".join(c for c in _ANY if c not in first)
-    if tired:
-        order = "".join(c for c in order if _kind(c) != tired) + "".join(
-            c for c in order if _kind(c) == tired)
-    return order
-
-
-def scan_text(text: str, in_string: bool, escaped: bool) -> tuple[bool, bool, bool]:
-    """(in_string, escaped, opened) after `text`, from JSON's lexical rules (quotes and
-    backslashes). `opened`: the text may have started something a completion must then write
-    (an object, array, member, element, string or tag: a character outside a string other
-    than digits, spaces, closing brackets, `:` and the letters of numbers and literals; or an
-    escape inside a string): the shortest completion may have grown by more than a token."""
-    opened = False
-    for ch in text:
-        if escaped:
-            escaped = False
-        elif in_string:
-            if ch == "\\":
-                escaped = opened = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = opened = True
-        elif ch not in _CALM:
-            opened = True
-    return in_string, escaped, opened
-
-
-def shortest_completion(matcher: Matcher, in_string: bool = False,
-                        escaped: bool = False, max_chars: int = 512) -> str | None:
-    """A short text after which `matcher`'s grammar is complete (None past `max_chars`).
-    When the greedy search runs past `max_chars` (a string whose pattern is searched, not
-    matched whole, takes any character, and the preferred ones never finish it), it is
-    tried once more with word characters first and no change of kind."""
-    found = _greedy(matcher, in_string, escaped, max_chars, patient=False)
-    return found if found is not None else _greedy(matcher, in_string, escaped, max_chars,
-                                                   patient=True)
-
-
-def _greedy(matcher: Matcher, in_string: bool, escaped: bool, max_chars: int,
-            patient: bool) -> str | None:
-    m = matcher.fork()
-    out: list[str] = []
-    length, last, repeats = 0, "", 0
-    while not m.is_completed():
-        if length >= max_chars:
-            return None
-        piece = m.find_jump_forward_string()
-        if not piece or not m.accept_string(piece):
-            if patient:
-                order = _PATIENT_IN_STRING if in_string and not escaped else _order(
-                    in_string, escaped, "")
-            else:
-                # after three of a kind (digits, letters) that kind goes last: it may loop (the
-                # digits of a fraction, a free-form part) where another character ends the
-                # value
-                order = _order(in_string, escaped, last if repeats >= 3 else "")
-            piece = next((c for c in order if m.accept_string(c)), "")
-            if not piece:
-                return None
-        kind = _kind(piece[-1])
-        repeats = repeats + 1 if kind == last and len(piece) == 1 else 1
-        last = kind
-        out.append(piece)
-        length += len(piece)
-        in_string, escaped, _ = scan_text(piece, in_string, escaped)
-    return "".join(out)
-
 
 class CompletionPlanner:
     """One request's plan (see the module docstring). `encode(text) -> ids` is the tokenizer's

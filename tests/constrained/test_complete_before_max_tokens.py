@@ -111,6 +111,32 @@ def test_a_forced_plan_past_256_characters_is_written_whole() -> None:
     jsonschema.validate(json.loads(text), schema)
 
 
+def test_the_search_never_writes_a_key_twice() -> None:
+    # an object past 6 members lets its optional ones repeat in the grammar (the repeated-key
+    # checks take a repeat out while decoding); the search writing "a" again and again found
+    # no completion, so the request ran to max_tokens and was cut (a third of 250 real
+    # schemas with such objects, at temperature 1)
+    from thinkgate.engine.demo import demo_model_path
+    from thinkgate.engine.structured.grammar import Grammar
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(demo_model_path())
+    schema = {"type": "object", "additionalProperties": False, "required": ["title", "id"],
+              "properties": {**{k: {"type": "array", "items": {"type": "string"}}
+                                for k in ("alpha", "alto", "beta", "gamma", "delta", "eps")},
+                             "title": {"type": "string"}, "id": {"type": "string"}}}
+    g = Grammar(tok, -(-len(tok) // 64) * 64, [0, 2], max_num_seqs=1, backend="guidance")
+    try:
+        row = g.new_request(_so(json=schema, complete_before_max_tokens=True))
+        text = shortest_completion(row.matcher.fork(), False)
+    finally:
+        g.close()
+    assert text is not None
+    jsonschema.validate(json.loads(text), schema)
+    keys = [k for k, _ in json.loads(text, object_pairs_hook=lambda pairs: pairs)]
+    assert len(keys) == len(set(keys)), text
+
+
 def test_shortest_completion_of_a_partial_object() -> None:
     cache = GrammarCompileCache(xgr.TokenizerInfo([chr(c) for c in range(32, 127)]), "ascii")
     schema = {"type": "object", "additionalProperties": False, "properties": {
