@@ -20,7 +20,7 @@ def _tools(ns: argparse.Namespace) -> list[dict[str, Any]] | None:
     if ns.tools:
         with open(ns.tools, encoding="utf-8") as f:
             return json.load(f)
-    from thinkgate.engine.demo_data import TOOLS
+    from thinkgate.engine.demo.data import TOOLS
 
     return list(TOOLS.values())
 

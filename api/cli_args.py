@@ -172,7 +172,7 @@ def resolve_model_args(ns: argparse.Namespace) -> argparse.Namespace:
         ns.tool_call_parser = ns.tool_call_parser or AUTO
     if AUTO in (ns.reasoning_parser, ns.tool_call_parser):
         from thinkgate.api.launch import chat_template_text
-        from thinkgate.engine.model_loader import resolve_model_path
+        from thinkgate.engine.model.model_loader import resolve_model_path
 
         folder = ns.tokenizer or str(resolve_model_path(model)[0])
         ns.tool_call_parser, ns.reasoning_parser = resolve_auto_parsers(

@@ -33,7 +33,7 @@ class SampleDelta:
     logprobs: list[dict[int, Logprob]] | None = None
     finish_reason: str | None = None
     stop_reason: int | str | None = None
-    trace: list[tuple] | None = None  # engine/token_trace.py entries, when the request asked
+    trace: list[tuple] | None = None  # engine/core/token_trace.py entries, when the request asked
 
 
 @dataclass

@@ -85,19 +85,19 @@ def chat_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
 
 def start_engine(ns: argparse.Namespace) -> Any:
     """The async engine for these flags, with grammar-constrained decoding: by default its step
-    loop runs in a process of its own (`engine/engine_client.py`); `--engine-in-process` keeps it
+    loop runs in a process of its own (`engine/process/engine_client.py`); `--engine-in-process` keeps it
     on a thread of this process."""
     from thinkgate.engine.config import EngineConfig
 
     config = EngineConfig(**engine_kwargs(ns))
     if not getattr(ns, "engine_in_process", False):
-        from thinkgate.engine.engine_client import EngineProcessClient
+        from thinkgate.engine.process.engine_client import EngineProcessClient
 
         plugins = tuple(p for p in (ns.reasoning_parser_plugin, ns.tool_parser_plugin) if p)
         return EngineProcessClient(config, ns.reasoning_parser, plugins,
                                    threads=getattr(ns, "engine_threads", None))
-    from thinkgate.engine.async_engine import AsyncLLMEngine
-    from thinkgate.engine.llm_engine import LLMEngine
+    from thinkgate.engine.core.llm_engine import LLMEngine
+    from thinkgate.engine.process.async_engine import AsyncLLMEngine
     from thinkgate.engine.structured.constrained import ConstrainedDecoding
 
     llm_engine = LLMEngine(config)

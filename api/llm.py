@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from thinkgate.engine.config import EngineConfig
-from thinkgate.engine.llm_engine import LLMEngine, PromptType
-from thinkgate.engine.model_loader import resolve_model_path
+from thinkgate.engine.core.llm_engine import LLMEngine
+from thinkgate.engine.core.requests import PromptType
+from thinkgate.engine.model.model_loader import resolve_model_path
 from thinkgate.engine.outputs import RequestOutput
 from thinkgate.engine.sampling_params import RequestOutputKind, SamplingParams
 from thinkgate.parsers.auto import AUTO, resolve_auto_parsers

@@ -117,7 +117,7 @@ class ServerMetrics:
             "already worked out when a constraint was built", ["model_name"],
             registry=self.registry,
         ).labels(**labels)
-        # speculative decoding (engine/speculative.py), vLLM's spec_decode_* counters
+        # speculative decoding (engine/core/speculative.py), vLLM's spec_decode_* counters
         self.spec_drafts = Counter(
             "thinkgate_spec_decode_num_drafts", "Drafts verified (a row's draft in one step)",
             ["model_name"], registry=self.registry,

@@ -1,4 +1,4 @@
-"""The token trace as JSON: engine/token_trace.py's entries with each token's text.
+"""The token trace as JSON: engine/core/token_trace.py's entries with each token's text.
 
 A chat request with `"thinkgate": {"trace": true}` gets, per choice, `"thinkgate": {"trace":
 [...]}`: in a stream on chunks of their own (empty `delta`) as the tokens arrive, in a full

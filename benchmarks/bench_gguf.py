@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     import torch
     from thinkgate import SamplingParams
-    from thinkgate.engine.engine_core import model_weight_bytes
+    from thinkgate.engine.process.engine_core import model_weight_bytes
 
     if args.threads:
         torch.set_num_threads(args.threads)

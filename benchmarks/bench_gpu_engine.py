@@ -65,7 +65,7 @@ def load_engine(model: Path | str, name: str, max_batch: int, dry_run: bool) -> 
     chat_layer_for(llm)  # the constrained-decoding hook
     runner = llm.llm_engine.runner
     if name == "graphs" and dry_run:  # the buffer path with the capture skipped
-        from thinkgate.engine.cuda_graphs import DecodeGraphs, capture_sizes
+        from thinkgate.engine.model.cuda_graphs import DecodeGraphs, capture_sizes
 
         engine, cache = llm.llm_engine, llm.llm_engine.kv_cache
         runner.graphs = DecodeGraphs(

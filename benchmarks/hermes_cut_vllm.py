@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 from thinkgate.benchmarks import parser_diff_vllm as diff
-from thinkgate.engine.demo_data import TOOLS as DEMO_TOOLS
+from thinkgate.engine.demo.data import TOOLS as DEMO_TOOLS
 
 TOOLS = [DEMO_TOOLS["get_weather"], DEMO_TOOLS["get_time"]]
 _CALL = '<tool_call>{"name": "get_time", "arguments": {"city": "Tokyo"}}'

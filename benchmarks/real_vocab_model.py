@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from thinkgate.engine.build_demo_model import CHAT_TEMPLATE
+from thinkgate.engine.demo.build import CHAT_TEMPLATE
 
 # Qwen2/Qwen3's pre-tokenizer split (single digits, unlike tiktoken's cl100k default)
 QWEN_PATTERN = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +73,63 @@ def resolve_dtype(
 
 
 ATTENTION_BACKENDS = (None, "TRITON_ATTN", "TORCH_SDPA")
+# the structured-output room's choices (engine/structured/backend.py's BACKENDS; a test keeps
+# the two equal): checked here so a bad name fails before anything loads
+STRUCTURED_OUTPUTS_BACKENDS = ("auto", "xgrammar", "guidance")
+SPECULATIVE_METHODS = ("ngram",)
+MAX_SPECULATIVE_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class SpeculativeConfig:
+    """vLLM's `speculative_config` fields for the `ngram` method."""
+
+    method: str
+    num_speculative_tokens: int
+    prompt_lookup_max: int
+    prompt_lookup_min: int
+
+    @classmethod
+    def parse(cls, value: Any) -> SpeculativeConfig | None:
+        """From a dict (or its JSON text); None stays None. ValueError names the bad field."""
+        if value is None:
+            return None
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"speculative_config is not JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise ValueError(f"speculative_config must be an object, got {value!r}")
+        unknown = set(value) - {"method", "num_speculative_tokens", "prompt_lookup_max",
+                                "prompt_lookup_min"}
+        if unknown:
+            raise ValueError(f"speculative_config: unknown fields {sorted(unknown)}")
+        method = value.get("method", "ngram")
+        method = "ngram" if method == "[ngram]" else method  # vLLM's older spelling
+        if method not in SPECULATIVE_METHODS:
+            raise ValueError(f"speculative_config.method {method!r} is not supported; this "
+                             f"engine drafts with {list(SPECULATIVE_METHODS)}")
+        k = value.get("num_speculative_tokens")
+        # vLLM's defaults: 5 and 5 when neither is given, else the one given for both
+        high, low = value.get("prompt_lookup_max"), value.get("prompt_lookup_min")
+        if high is None and low is None:
+            high = low = 5
+        high = low if high is None else high
+        low = high if low is None else low
+        for name, v in (("num_speculative_tokens", k), ("prompt_lookup_max", high),
+                        ("prompt_lookup_min", low)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"speculative_config.{name} must be an int >= 1, got {v!r}")
+        if k > MAX_SPECULATIVE_TOKENS:
+            raise ValueError(f"speculative_config.num_speculative_tokens must be at most "
+                             f"{MAX_SPECULATIVE_TOKENS}, got {k}")
+        if low > high:
+            raise ValueError(f"speculative_config.prompt_lookup_min ({low}) exceeds "
+                             f"prompt_lookup_max ({high})")
+        return cls(method, k, high, low)
+
+
 
 
 @dataclass(frozen=True)
@@ -98,7 +156,7 @@ class EngineConfig:
     # "TRITON_ATTN": paged Triton kernels read K/V in place; "TORCH_SDPA": gather + SDPA;
     # None: TRITON_ATTN on CUDA with the paged layout, TORCH_SDPA elsewhere (vLLM's names)
     attention_backend: str | None = None
-    # vLLM's name: no torch.compile and no CUDA graphs (engine/compiled_decode.py); None: read
+    # vLLM's name: no torch.compile and no CUDA graphs (engine/model/compiled_decode.py); None: read
     # $THINKGATE_ENFORCE_EAGER ("1" = eager; the test suite sets it), else False
     enforce_eager: bool | None = None
     # write grammar-forced text in one forward (engine/structured/jump_forward.py); per request:
@@ -155,9 +213,10 @@ class EngineConfig:
             object.__setattr__(self, "enforce_eager", env not in ("", "0", "false", "no"))
         if not isinstance(self.enforce_eager, bool):
             raise ValueError(f"enforce_eager must be a bool, got {self.enforce_eager!r}")
-        from thinkgate.engine.structured.backend import check_backend
-
-        check_backend(self.structured_outputs_backend)
+        if self.structured_outputs_backend not in STRUCTURED_OUTPUTS_BACKENDS:
+            raise ValueError("structured_outputs_backend must be one of "
+                             f"{', '.join(STRUCTURED_OUTPUTS_BACKENDS)}; "
+                             f"got {self.structured_outputs_backend!r}")
         for name in ("bound_json_numbers", "complete_before_max_tokens",
                      "structured_outputs_disable_additional_properties"):
             if not isinstance(getattr(self, name), bool):
@@ -169,8 +228,6 @@ class EngineConfig:
         if not isinstance(self.enable_prefix_caching, bool):
             raise ValueError(
                 f"enable_prefix_caching must be a bool, got {self.enable_prefix_caching!r}")
-        from thinkgate.engine.speculative import SpeculativeConfig
-
         SpeculativeConfig.parse(self.speculative_config)  # ValueError names the bad field
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an int, got {self.seed!r}")

@@ -29,7 +29,7 @@ class CompletionOutput:
     logprobs: SampleLogprobs | None = None
     finish_reason: str | None = None  # "stop" | "length" | "abort" | None while running
     stop_reason: int | str | None = None  # the stop string or stop token id that ended it
-    trace: list[tuple] | None = None  # with SamplingParams(token_trace=True): engine/token_trace.py
+    trace: list[tuple] | None = None  # with SamplingParams(token_trace=True): engine/core/token_trace.py
 
     def finished(self) -> bool:
         return self.finish_reason is not None

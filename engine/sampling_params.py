@@ -149,7 +149,7 @@ class SamplingParams:
     output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
     extra_args: dict[str, Any] | None = field(default=None, compare=False)
     # thinkgate's own: record per token what the grammar and the reasoning gate did
-    # (engine/token_trace.py; `CompletionOutput.trace`)
+    # (engine/core/token_trace.py; `CompletionOutput.trace`)
     token_trace: bool = False
 
     def __post_init__(self) -> None:

@@ -1,4 +1,5 @@
-"""Per-sample state: token ids, KV blocks, sampling state, detokenizer, finish reason.
+"""Per-sample state: token ids, KV blocks, sampling state, detokenizer, finish reason; and the
+batch of sequences one step runs (`ScheduledBatch`, the scheduler's answer, the runner's input).
 
 A request with `n` samples owns `n` sequences; the scheduler only ever sees sequences.
 """
@@ -6,11 +7,11 @@ A request with `n` samples owns `n` sequences; the scheduler only ever sees sequ
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 import torch
-from thinkgate.engine.detokenizer import IncrementalDetokenizer
 from thinkgate.engine.outputs import Logprob
 from thinkgate.engine.sampling_params import SamplingParams
 
@@ -31,7 +32,7 @@ class Sequence:
         prompt_token_ids: list[int],
         params: SamplingParams,
         seed: int,
-        detokenizer: IncrementalDetokenizer,
+        detokenizer: Any,  # core/detokenizer.py's IncrementalDetokenizer, owned by the engine
         max_total_tokens: int,
     ) -> None:
         self.seq_id = next(_seq_counter)
@@ -84,7 +85,7 @@ class Sequence:
         # the n-gram index the proposer keeps of this sequence's tokens (index, tokens indexed)
         self.draft_ids: list[int] = []
         self.ngram_index: tuple[dict[tuple[int, ...], int], int] = ({}, 0)
-        self.trace: list[Any] | None = [] if params.token_trace else None  # engine/token_trace.py
+        self.trace: list[Any] | None = [] if params.token_trace else None  # engine/core/token_trace.py
 
     @property
     def num_tokens(self) -> int:
@@ -112,3 +113,9 @@ class Sequence:
         self.status = SequenceStatus.FINISHED
         self.finish_reason = reason
         self.stop_reason = stop_reason
+
+
+@dataclass
+class ScheduledBatch:
+    seqs: list[Sequence]
+    is_prefill: bool

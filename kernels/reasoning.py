@@ -18,7 +18,7 @@ end marker (``</think>``: one token id, or a sequence such as ``</seed:think>``)
 with ``budget >= 0`` and ``num_reasoning_tokens - progress >= budget``, the sampler forces
 ``end_ids[progress]``: the rest of the marker, token by token. Rows with no marker (no reasoning
 parser) or created answering (the prompt already closed thinking) never change. The engine runs
-this state in its step loop (engine/reasoning_slots.py); tests/constrained/test_reasoning_gate.py
+this state in its step loop (engine/structured/reasoning_slots.py); tests/constrained/test_reasoning_gate.py
 checks it against a plain-Python spec.
 """
 

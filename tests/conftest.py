@@ -1,7 +1,7 @@
 """Shared test configuration: the `gpu` and `slow` markers; engines eager unless a test asks.
 
 Every engine the suite builds would otherwise compile its decode step with torch.compile
-before its first request (engine/compiled_decode.py: 10-100 s each here); the suite sets
+before its first request (engine/model/compiled_decode.py: 10-100 s each here); the suite sets
 `THINKGATE_ENFORCE_EAGER=1` (servers it starts inherit it), and the tests of the compiled path
 (tests/engine/test_compiled_decode.py, tests/api/test_compiled_server.py) pass
 `enforce_eager=False` or clear the variable.

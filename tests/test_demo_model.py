@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from thinkgate.engine.demo import demo_model_path
-from thinkgate.engine.demo_data import TOOLS, heldout_tool_requests
+from thinkgate.engine.demo.data import TOOLS, heldout_tool_requests
 
 MODEL_DIR = Path(demo_model_path())
 CALL_RE = re.compile(

@@ -21,7 +21,7 @@ TOP_LEVEL = ["kernels", "engine", "api", "parsers", "benchmarks", "tests"]
 
 # What the tests, the server, its engine core and the benchmarks import.
 THINKGATE_MODULES = [
-    "thinkgate.kernels", "thinkgate.engine.llm_engine", "thinkgate.engine.engine_core",
+    "thinkgate.kernels", "thinkgate.engine.core.llm_engine", "thinkgate.engine.process.engine_core",
     "thinkgate.parsers", "thinkgate.api.cli", "thinkgate.api.server.app",
     "thinkgate.api.batch.ray_runner", "thinkgate.benchmarks.real_vocab_model",
 ]
@@ -99,7 +99,7 @@ def test_standin_packages_win_over_the_checkout_folders(tmp_path: Path) -> None:
 def test_transformers_models_import_from_the_checkout_root(how: str, tmp_path: Path) -> None:
     """The failure of issue 32: a transformers model class imported after thinkgate, in a process
     started from the checkout root (`python -m thinkgate...` as the READMEs show, or `-c`)."""
-    code = ("import thinkgate.engine.model_loader, importlib.util\n"
+    code = ("import thinkgate.engine.model.model_loader, importlib.util\n"
             "from transformers import LlamaForCausalLM  # imports the hub's `kernels` if there\n"
             "spec = importlib.util.find_spec('kernels')\n"
             "print(spec.origin if spec else None)\n")

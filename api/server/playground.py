@@ -46,7 +46,7 @@ async def page() -> HTMLResponse:
 
 @router.get("/playground/defaults.json", include_in_schema=False)
 async def defaults() -> dict[str, Any]:
-    from thinkgate.engine.demo_data import TOOLS
+    from thinkgate.engine.demo.data import TOOLS
 
     return {"tools": list(TOOLS.values()), "json_schema": EXAMPLE_SCHEMA}
 

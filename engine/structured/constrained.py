@@ -24,7 +24,6 @@ import threading
 from typing import Any
 
 import torch
-from thinkgate.engine.reasoning_slots import ReasoningSlots, RowGate
 from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.structured.canonical import schema_cache_stats
 from thinkgate.engine.structured.grammar import Grammar, RequestGrammar
@@ -34,6 +33,7 @@ from thinkgate.engine.structured.json_completion import (
     tokenizer_codec,
 )
 from thinkgate.engine.structured.jump_forward import JumpForward
+from thinkgate.engine.structured.reasoning_slots import ReasoningSlots, RowGate
 from thinkgate.engine.structured.structured_output import GateInputs, StructuredOutputHook
 
 logger = logging.getLogger(__name__)

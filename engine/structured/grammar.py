@@ -31,13 +31,13 @@ from typing import Any
 import numpy as np
 import torch
 import xgrammar as xgr
-from thinkgate.engine.reasoning_slots import RowGate
 from thinkgate.engine.sampling_params import StructuredOutputsParams
 from thinkgate.engine.structured.backend import Matcher
 from thinkgate.engine.structured.canonical import warm_meta_schema_check
 from thinkgate.engine.structured.grammar_compile import GrammarCompileCache
 from thinkgate.engine.structured.json_completion import CompletionPlanner
 from thinkgate.engine.structured.json_keys import KeyTracker, VocabIndex
+from thinkgate.engine.structured.reasoning_slots import RowGate
 
 logger = logging.getLogger(__name__)
 

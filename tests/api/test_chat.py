@@ -7,7 +7,7 @@ import json
 import jsonschema
 import openai
 import pytest
-from thinkgate.engine.demo_data import TOOLS
+from thinkgate.engine.demo.data import TOOLS
 
 MODEL = "thinkgate-demo"
 WEATHER = TOOLS["get_weather"]

@@ -1,7 +1,7 @@
 """`thinkgate serve` as users start it: the engine core compiles its decode step before serving.
 
 The rest of the suite runs engines eagerly (tests/conftest.py); this module clears that, so the
-server's default path (torch.compile on CPU, engine/compiled_decode.py) answers real clients.
+server's default path (torch.compile on CPU, engine/model/compiled_decode.py) answers real clients.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from thinkgate.engine.compiled_decode import compiler_available
+from thinkgate.engine.model.compiled_decode import compiler_available
 
 pytestmark = pytest.mark.skipif(not compiler_available(),
                                 reason="TorchInductor's CPU backend needs a C++ compiler")

@@ -8,7 +8,7 @@ import anthropic
 import httpx
 import jsonschema
 import pytest
-from thinkgate.engine.demo_data import TOOLS
+from thinkgate.engine.demo.data import TOOLS
 
 MODEL = "thinkgate-demo"
 ASK_WEATHER = [{"role": "user", "content": "What's the weather in Paris?"}]

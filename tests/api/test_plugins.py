@@ -6,7 +6,7 @@ import json
 import subprocess
 
 import pytest
-from thinkgate.engine.demo_data import TOOLS
+from thinkgate.engine.demo.data import TOOLS
 
 PLUGIN = """
 from thinkgate.parsers import get_reasoning_format, get_tool_format

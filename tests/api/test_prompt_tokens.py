@@ -16,7 +16,7 @@ from thinkgate.api.prompt_tokens import (
 )
 from thinkgate.benchmarks.bench_prefix import system_prompt, tool_list
 from thinkgate.engine.demo import demo_model_path
-from thinkgate.engine.demo_data import TOOLS
+from thinkgate.engine.demo.data import TOOLS
 from thinkgate.engine.sampling_params import SamplingParams
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast

@@ -12,7 +12,7 @@ import openai
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from thinkgate.engine.demo_data import TOOLS
+from thinkgate.engine.demo.data import TOOLS
 
 MODEL = "thinkgate-demo"
 WEATHER = {"type": "function", **TOOLS["get_weather"]["function"]}

@@ -7,7 +7,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import jsonschema
-from thinkgate.engine.demo_data import TOOLS
+from thinkgate.engine.demo.data import TOOLS
 
 MODEL = "thinkgate-demo"
 NO_THINK = {"chat_template_kwargs": {"enable_thinking": False}}

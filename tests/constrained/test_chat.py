@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 from thinkgate import SamplingParams
 from thinkgate.api.chat import chat_layer_for
-from thinkgate.engine.demo_data import TOOLS
+from thinkgate.engine.demo.data import TOOLS
 
 ALL_TOOLS = list(TOOLS.values())
 

@@ -289,7 +289,7 @@ def test_max_tokens_below_the_smallest_output_is_refused(llm: Any) -> None:
 def test_tool_call_completed_before_max_tokens(llm: Any, max_tokens: int) -> None:
     """tool_choice required with the option: a call cut by max_tokens is completed (at 40
     tokens the demo model starts a second call that cannot fit: it ends after the first)."""
-    from thinkgate.engine.demo_data import TOOLS
+    from thinkgate.engine.demo.data import TOOLS
 
     tools = [TOOLS["get_weather"], TOOLS["get_time"]]
     params = SamplingParams(temperature=1.0, seed=3, max_tokens=max_tokens,

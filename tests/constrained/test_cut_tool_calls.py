@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from thinkgate import SamplingParams
-from thinkgate.engine.demo_data import TOOLS as DEMO_TOOLS
+from thinkgate.engine.demo.data import TOOLS as DEMO_TOOLS
 from thinkgate.parsers import get_parser
 
 TOOLS = [DEMO_TOOLS["get_weather"], DEMO_TOOLS["get_time"]]

@@ -7,7 +7,7 @@ from typing import Any
 
 import jsonschema
 from thinkgate import LLM, SamplingParams, StructuredOutputsParams
-from thinkgate.engine.reasoning_slots import replay
+from thinkgate.engine.structured.reasoning_slots import replay
 
 # Objects are closed (additionalProperties: false, as OpenAI's strict mode sends them): by
 # JSON Schema an object takes other keys too, and the demo model at temperature 1 writes

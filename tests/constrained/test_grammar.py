@@ -9,9 +9,9 @@ import jsonschema
 import pytest
 import torch
 import xgrammar as xgr
-from thinkgate.engine.reasoning_slots import RowGate
 from thinkgate.engine.sampling_params import StructuredOutputsParams as SO
 from thinkgate.engine.structured.grammar import Grammar, RequestGrammar
+from thinkgate.engine.structured.reasoning_slots import RowGate
 
 # Objects are closed (additionalProperties: false, as OpenAI's strict mode sends them): by
 # JSON Schema an object takes other keys too, and the demo model at temperature 1 writes

@@ -117,7 +117,7 @@ def test_a_parameter_no_value_satisfies_is_left_out(tok: Any) -> None:
 
 
 def test_tool_calls_compile_on_guidance_under_auto_in_milliseconds(tok: Any) -> None:
-    from thinkgate.engine.demo_data import TOOLS
+    from thinkgate.engine.demo.data import TOOLS
     from thinkgate.engine.structured.tool_constraints import chat_constraint
 
     g = Grammar(tok, -(-len(tok) // 64) * 64, [0, 2], max_num_seqs=1)

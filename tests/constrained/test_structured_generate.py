@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 from thinkgate import SamplingParams, StructuredOutputsParams
 from thinkgate.api.chat import chat_layer_for
-from thinkgate.engine.demo_data import TOOLS
+from thinkgate.engine.demo.data import TOOLS
 from thinkgate.engine.structured.grammar import RequestGrammar
 
 # Objects are closed (additionalProperties: false, as OpenAI's strict mode sends them): by

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from thinkgate import SamplingParams, StructuredOutputsParams
 from thinkgate.api.chat import chat_layer_for
-from thinkgate.engine.demo_data import TOOLS
+from thinkgate.engine.demo.data import TOOLS
 
 QUESTION = [{"role": "user", "content": "What's the weather in Paris?"}]
 WEATHER_TOOLS = [TOOLS["get_weather"], TOOLS["get_time"]]

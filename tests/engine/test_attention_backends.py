@@ -10,8 +10,8 @@ import pytest
 import torch
 from thinkgate import LLM, SamplingParams
 from thinkgate.engine.config import EngineConfig
-from thinkgate.engine.cuda_graphs import attention_plan
-from thinkgate.engine.kv_cache import build_attention_metadata, paged_attention
+from thinkgate.engine.kv.kv_cache import build_attention_metadata, paged_attention
+from thinkgate.engine.model.cuda_graphs import attention_plan
 
 PROMPTS = ["hello", "What is the weather in Paris?", "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16"]
 

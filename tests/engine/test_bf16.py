@@ -11,8 +11,8 @@ import torch
 from checkpoints import make_checkpoint
 from thinkgate import LLM, SamplingParams
 from thinkgate.engine.config import cpu_has_native_bf16, resolve_dtype
-from thinkgate.engine.model_loader import load_model
-from thinkgate.engine.models.packed_linear import PackedLinear
+from thinkgate.engine.model.layers.packed_linear import PackedLinear
+from thinkgate.engine.model.model_loader import load_model
 
 PROMPTS = [
     "What is the capital of France? The capital",
@@ -120,9 +120,9 @@ def test_bf16_matches_transformers_in_bf16(tmp_path: Path, arch: str) -> None:
 
 @pytest.mark.parametrize("dtype", [torch.float32, BF16])
 def test_packed_linear_inside_torch_compile_matches_eager(dtype: torch.dtype) -> None:
-    """The compiled decode step (engine/compiled_decode.py) calls packed projections as the
+    """The compiled decode step (engine/model/compiled_decode.py) calls packed projections as the
     custom op `thinkgate::packed_linear`: same values as the eager call, with a bias."""
-    from thinkgate.engine.compiled_decode import compiler_available
+    from thinkgate.engine.model.compiled_decode import compiler_available
 
     weight = torch.randn(48, 32).to(dtype)
     if not PackedLinear.supported(weight) or not compiler_available():

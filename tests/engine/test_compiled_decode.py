@@ -10,8 +10,8 @@ import os
 from typing import Any
 
 import pytest
-from thinkgate.engine.compiled_decode import compiler_available
 from thinkgate.engine.config import EngineConfig
+from thinkgate.engine.model.compiled_decode import compiler_available
 from thinkgate.engine.sampling_params import SamplingParams
 
 pytestmark = pytest.mark.skipif(not compiler_available(),
@@ -74,7 +74,7 @@ def test_greedy_tokens_and_logprobs_match_eager(compiled: Any, eager: Any) -> No
 
 
 def test_the_paged_layout_compiles_and_matches_eager(compiled_paged: Any, eager: Any) -> None:
-    from thinkgate.engine.kv_cache import KVCache
+    from thinkgate.engine.kv.kv_cache import KVCache
 
     engine = compiled_paged.llm_engine
     assert isinstance(engine.kv_cache, KVCache) and engine.runner.compiled_decode is not None
@@ -134,7 +134,7 @@ def test_a_long_cached_prefix_prefill_stays_compiled_on_the_fast_fp32_path(
     the eager engine's tokens and logprobs."""
     import random
 
-    from thinkgate.engine import model_runner
+    from thinkgate.engine.model import model_runner
 
     runner = compiled.llm_engine.runner
     seen: list[tuple[bool, int | None, bool]] = []
@@ -170,7 +170,7 @@ def test_a_long_fresh_prompt_runs_its_own_compiled_graph(
     before serving at the thread count long prefills use: no new graph, eager's tokens."""
     import random
 
-    from thinkgate.engine import model_runner
+    from thinkgate.engine.model import model_runner
 
     runner = compiled.llm_engine.runner
     fresh = runner.compiled_prefill.fresh

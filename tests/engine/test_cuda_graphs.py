@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from thinkgate import SamplingParams
-from thinkgate.engine.cuda_graphs import DecodeGraphs, capture_sizes
+from thinkgate.engine.model.cuda_graphs import DecodeGraphs, capture_sizes
 
 
 def test_capture_sizes_cover_every_batch_up_to_max_num_seqs() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from checkpoints import make_tokenizer
-from thinkgate.engine.detokenizer import IncrementalDetokenizer
+from thinkgate.engine.core.detokenizer import IncrementalDetokenizer
 
 TEXT = "Le café coûte 3€ — naïve résumé 日本語, the weather in Paris is sunny."
 

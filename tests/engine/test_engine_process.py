@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from thinkgate import LLM, SamplingParams
 from thinkgate.engine.config import EngineConfig
-from thinkgate.engine.engine_client import EngineProcessClient
 from thinkgate.engine.errors import EngineDeadError
+from thinkgate.engine.process.engine_client import EngineProcessClient
 from thinkgate.engine.sampling_params import RequestOutputKind, StructuredOutputsParams
 
 
@@ -131,7 +131,7 @@ def test_a_killed_core_ends_open_streams_and_refuses_new_requests(demo_dir: str)
 
 
 def test_core_threads_leave_the_api_a_core_only_for_small_models(monkeypatch) -> None:
-    from thinkgate.engine import engine_core
+    from thinkgate.engine.process import engine_core
 
     monkeypatch.setattr(engine_core.os, "sched_getaffinity", lambda _: {0, 1, 2, 3})
     assert engine_core.default_core_threads(4 << 20) == 3
@@ -164,7 +164,7 @@ def test_a_long_prompt_prefills_on_every_core_and_matches_in_process(
 
 def test_core_env_bounds_barrier_spins_only_for_a_small_model_on_several_cores(
         monkeypatch, demo_dir: str, tmp_path) -> None:
-    from thinkgate.engine import engine_core
+    from thinkgate.engine.process import engine_core
 
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)

@@ -135,7 +135,7 @@ def test_logit_bias_forces_a_token(llm: LLM) -> None:
 
 
 def test_penalties_follow_vllm_semantics() -> None:
-    from thinkgate.engine.sampler import _apply_penalties
+    from thinkgate.engine.core.sampler import _apply_penalties
 
     row = torch.tensor([2.0, -2.0, 1.0, 4.0, 0.5])
     counts = torch.tensor([0, 2, 1, 0, 0], dtype=torch.int32)

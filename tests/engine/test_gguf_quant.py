@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 from gguf_files import quantize, write_gguf
-from thinkgate.engine.models.gguf_blocks import PACKED_TYPES, dequantize, unpack
-from thinkgate.engine.models.quant_linear import (
+from thinkgate.engine.model.layers.gguf_blocks import PACKED_TYPES, dequantize, unpack
+from thinkgate.engine.model.layers.quant_linear import (
     DenseMatmul,
     Int4Matmul,
     QuantLinear,
@@ -196,7 +196,7 @@ def test_gguf_model_packed_matches_dequantized(model: str, tmp_path: Path, demo_
 
 @needs_int4
 def test_packed_layout_of_the_demo_file(tmp_path: Path, demo_dir: str) -> None:
-    from thinkgate.engine.model_loader import load_model
+    from thinkgate.engine.model.model_loader import load_model
 
     loaded = load_model(str(_demo_gguf(tmp_path, demo_dir)), "auto", "cpu")
     model = loaded.model
@@ -211,7 +211,7 @@ def test_packed_layout_of_the_demo_file(tmp_path: Path, demo_dir: str) -> None:
 def test_llama_file_rows_come_back_in_hugging_face_order(tmp_path: Path) -> None:
     """A "llama" file stores q and k rows permuted (llama.cpp's RoPE layout); the loader puts
     them back, quantized (Q8_0 q) or not (F32 k), and reads every other tensor as written."""
-    from thinkgate.engine.model_loader import load_model
+    from thinkgate.engine.model.model_loader import load_model
 
     cfg = dict(num_hidden_layers=1, max_position_embeddings=128, hidden_size=64,
                intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=16,

@@ -23,7 +23,7 @@ def test_smollm2_gguf_answers_paris() -> None:
     llm = LLM(model=str(_gguf_path()), max_model_len=512)
     assert llm.llm_engine.loaded.native
     assert llm.llm_engine.loaded.arch.architecture == "LlamaForCausalLM"
-    from thinkgate.engine.models.quant_linear import QuantLinear, int4_supported
+    from thinkgate.engine.model.layers.quant_linear import QuantLinear, int4_supported
 
     if int4_supported("cpu", llm.llm_engine.loaded.dtype):  # Q4_1 projections kept 4-bit
         assert isinstance(llm.llm_engine.loaded.model.layers[0].gate_up, QuantLinear)

@@ -1,4 +1,4 @@
-"""Long eager forwards (engine/long_forward.py): every core, and oneDNN's fast fp32 path only
+"""Long eager forwards (engine/model/long_forward.py): every core, and oneDNN's fast fp32 path only
 where it keeps fp32 accuracy."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from thinkgate import LLM, SamplingParams
-from thinkgate.engine.long_forward import (
+from thinkgate.engine.model.long_forward import (
     FP32_TOLERANCE,
     PREFILL_TOKENS,
     fast_fp32,

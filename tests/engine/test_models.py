@@ -10,7 +10,7 @@ import torch
 from checkpoints import make_checkpoint
 from thinkgate import LLM, SamplingParams
 from thinkgate.engine.config import EngineConfig
-from thinkgate.engine.llm_engine import LLMEngine
+from thinkgate.engine.core.llm_engine import LLMEngine
 
 PROMPT = "What is the capital of France? The capital"
 

@@ -1,4 +1,4 @@
-"""Mixture-of-experts decoders (engine/models/moe.py): Mixtral, Qwen2-MoE and Qwen3-MoE run
+"""Mixture-of-experts decoders (engine/model/layers/moe.py): Mixtral, Qwen2-MoE and Qwen3-MoE run
 natively and match transformers; the grouped expert mix matches a token-by-token sum."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from checkpoints import make_checkpoint
 from test_models import PROMPT, _check_against_transformers, _hf_reference
 from thinkgate import LLM, SamplingParams
-from thinkgate.engine.models.moe import MoeSpec, route
+from thinkgate.engine.model.layers.moe import MoeSpec, route
 from thinkgate.kernels.moe import fused_moe_ref
 
 
@@ -87,7 +87,7 @@ def test_a_moe_model_serves_from_the_engine_process(tmp_path: Path) -> None:
     import asyncio
 
     from thinkgate.engine.config import EngineConfig
-    from thinkgate.engine.engine_client import EngineProcessClient
+    from thinkgate.engine.process.engine_client import EngineProcessClient
 
     make_checkpoint(tmp_path, "qwen3_moe").save_pretrained(tmp_path)
     prompts = [[5, 6, 7, 8], [100, 200, 300, 17, 4]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from thinkgate.engine.models.packed_linear import PackedLinear, linear, pack_linears
+from thinkgate.engine.model.layers.packed_linear import PackedLinear, linear, pack_linears
 from torch import nn
 
 _BF16 = PackedLinear.supported(torch.zeros(1, 1, dtype=torch.bfloat16))

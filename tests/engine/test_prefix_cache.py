@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from thinkgate import LLM, SamplingParams
 from thinkgate.engine.config import EngineConfig
-from thinkgate.engine.prefix_cache import BlockPool, chain_hash, extend_block_hashes
+from thinkgate.engine.kv.prefix_cache import BlockPool, chain_hash, extend_block_hashes
 
 LAYOUTS = ("contiguous", "paged")
 rng = random.Random(17)

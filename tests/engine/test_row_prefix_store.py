@@ -1,4 +1,4 @@
-"""The contiguous layout's row reuse (engine/row_prefix_store.py): a freed row keeps its K/V, and
+"""The contiguous layout's row reuse (engine/kv/row_prefix_store.py): a freed row keeps its K/V, and
 `load` copies only the cached blocks the row does not hold already."""
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ def test_paged_and_contiguous_layouts_agree(demo_dir: str) -> None:
 
 def test_a_lone_arrival_waits_a_few_decode_steps_then_joins(demo_dir: str) -> None:
     from thinkgate.engine.config import EngineConfig
-    from thinkgate.engine.llm_engine import LLMEngine
+    from thinkgate.engine.core.llm_engine import LLMEngine
 
     delay = 3
     engine = LLMEngine(EngineConfig(model=demo_dir, prefill_delay_steps=delay))

@@ -1,4 +1,4 @@
-"""Speculative decoding with n-gram drafts (engine/speculative.py): the same tokens as plain
+"""Speculative decoding with n-gram drafts (engine/core/speculative.py): the same tokens as plain
 decoding (greedy, seeded, under grammars, with stops, limits, logprobs, n > 1 and thinking),
 drafts really kept, and vLLM's config names and defaults."""
 
@@ -10,8 +10,9 @@ from typing import Any
 import jsonschema
 import pytest
 from thinkgate import LLM, SamplingParams
+from thinkgate.engine.config import SpeculativeConfig
+from thinkgate.engine.core.speculative import NgramProposer
 from thinkgate.engine.sequence import Sequence
-from thinkgate.engine.speculative import NgramProposer, SpeculativeConfig
 
 SPEC = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
         "prompt_lookup_min": 1}

@@ -20,16 +20,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
-from thinkgate.engine.block_manager import BlockManager
-from thinkgate.engine.sequence import Sequence, SequenceStatus
-
-
-@dataclass
-class ScheduledBatch:
-    seqs: list[Sequence]
-    is_prefill: bool
+from thinkgate.engine.kv.block_manager import BlockManager
+from thinkgate.engine.sequence import ScheduledBatch, Sequence, SequenceStatus
 
 
 class Scheduler:

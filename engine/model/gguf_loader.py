@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from thinkgate.engine.models.gguf_blocks import PACKED_TYPES, Int4Groups, dequantize, unpack
-from thinkgate.engine.models.llama import (
+from thinkgate.engine.model.layers.gguf_blocks import PACKED_TYPES, Int4Groups, dequantize, unpack
+from thinkgate.engine.model.layers.quant_linear import QuantLinear, int4_supported
+from thinkgate.engine.model.llama import (
     ArchConfig,
     LlamaFamilyForCausalLM,
     hf_name_to_ours,
     rope_inv_freq,
 )
-from thinkgate.engine.models.quant_linear import QuantLinear, int4_supported
 from torch import nn
 
 logger = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from thinkgate.engine.kv_cache import AttentionMetadata, build_attention_metadata
+from thinkgate.engine.kv.kv_cache import AttentionMetadata, build_attention_metadata
 
 log = logging.getLogger("thinkgate.engine")
 

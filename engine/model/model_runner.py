@@ -10,16 +10,20 @@ never read. The transformers fallback gets whole sequences instead (it has no ca
 from __future__ import annotations
 
 import torch
-from thinkgate.engine.compiled_decode import CompiledDecode
-from thinkgate.engine.compiled_prefill import CompiledPrefill
-from thinkgate.engine.cuda_graphs import DecodeGraphs
-from thinkgate.engine.kv_cache import KVCache, build_attention_metadata
-from thinkgate.engine.long_forward import PREFILL_TOKENS, fast_fp32_keeps_accuracy, wide_forward
-from thinkgate.engine.model_loader import LoadedModel
-from thinkgate.engine.row_prefix_store import RowPrefixStore
-from thinkgate.engine.scheduler import ScheduledBatch
-from thinkgate.engine.sequence import Sequence
-from thinkgate.engine.slot_cache import SlotKVCache
+from thinkgate.engine.config import EngineConfig
+from thinkgate.engine.kv.kv_cache import KVCache, build_attention_metadata
+from thinkgate.engine.kv.row_prefix_store import RowPrefixStore
+from thinkgate.engine.kv.slot_cache import SlotKVCache
+from thinkgate.engine.model.compiled_decode import CompiledDecode, compiler_available
+from thinkgate.engine.model.compiled_prefill import CompiledPrefill
+from thinkgate.engine.model.cuda_graphs import DecodeGraphs, attention_plan, capture_sizes
+from thinkgate.engine.model.long_forward import (
+    PREFILL_TOKENS,
+    fast_fp32_keeps_accuracy,
+    wide_forward,
+)
+from thinkgate.engine.model.model_loader import LoadedModel
+from thinkgate.engine.sequence import ScheduledBatch, Sequence
 
 
 class ModelRunner:
@@ -31,6 +35,7 @@ class ModelRunner:
         row_store: RowPrefixStore | None = None,
     ) -> None:
         self.model = loaded.model
+        self.arch = loaded.arch  # None for the transformers fallback
         self.kv_cache = kv_cache
         self.row_store = row_store  # contiguous layout with prefix caching
         self.device = device
@@ -62,6 +67,43 @@ class ModelRunner:
         prepare = getattr(self.model, "prepare_inference", None)
         if prepare is not None:
             prepare()
+
+    def plan_attention(self, config: EngineConfig, max_num_seqs: int, max_model_len: int) -> None:
+        """Paged kernels and CUDA-graph decode where they run (cuda_graphs.attention_plan)."""
+        arch = self.arch
+        paged, graphs = attention_plan(
+            config.attention_backend, config.enforce_eager, self.device,
+            isinstance(self.kv_cache, KVCache), arch is not None and not self.full_sequence,
+            config.block_size, arch.head_dim if arch else 0)
+        self.paged_kernels = paged
+        if graphs:
+            self.graphs = DecodeGraphs(
+                self.model, self.kv_cache.layers, capture_sizes(max_num_seqs),
+                -(-max_model_len // config.block_size), config.block_size,
+                self.kv_cache.scratch_block, self.device, capture=True)
+
+    def compile_steps(self, enforce_eager: bool, max_num_seqs: int, max_model_len: int) -> None:
+        """Compile the CPU decode step (compiled_decode.py), and the contiguous layout's masked
+        prefills (compiled_prefill.py), where they apply. Compiled code is specialized to
+        torch's thread count: set it before this."""
+        if (self.compiled_decode is not None or self.device.type != "cpu" or enforce_eager
+                or self.arch is None
+                or self.arch.moe is not None  # routing's per-expert groups: eager
+                or self.full_sequence or self.paged_kernels or not compiler_available()):
+            return
+        layers = self.kv_cache.layers
+        compiled = CompiledDecode(self.model)
+        if compiled.warm_up(layers, self.block_size, self.scratch_block, max_num_seqs,
+                            max_model_len, not self.contiguous):
+            self.compiled_decode = compiled
+        if self.contiguous:
+            prefill = CompiledPrefill(self.model)
+            if prefill.warm_up(layers, self.block_size, self.scratch_block,
+                               self.kv_cache.num_rows):
+                self.compiled_prefill = prefill
+                prefill.warm_up_fresh(layers, self.block_size, self.scratch_block,
+                                      self.prefill_threads or torch.get_num_threads(),
+                                      self.fast_fp32)
 
     @torch.inference_mode()
     def forward(self, batch: ScheduledBatch) -> torch.Tensor:

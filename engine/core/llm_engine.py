@@ -8,60 +8,40 @@ from __future__ import annotations
 import json
 import logging
 import random
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from thinkgate.engine.block_manager import BlockManager
-from thinkgate.engine.compiled_decode import CompiledDecode, compiler_available
-from thinkgate.engine.compiled_prefill import CompiledPrefill
-from thinkgate.engine.config import EngineConfig
-from thinkgate.engine.cuda_graphs import DecodeGraphs, attention_plan, capture_sizes
-from thinkgate.engine.detokenizer import IncrementalDetokenizer
-from thinkgate.engine.kv_cache import KVCache
-from thinkgate.engine.model_loader import LoadedModel, load_model
-from thinkgate.engine.model_runner import ModelRunner
-from thinkgate.engine.outputs import CompletionOutput, RequestOutput
-from thinkgate.engine.row_prefix_store import RowPrefixStore
-from thinkgate.engine.sampler import (
+from thinkgate.engine.config import EngineConfig, SpeculativeConfig
+from thinkgate.engine.core.detokenizer import IncrementalDetokenizer
+from thinkgate.engine.core.requests import PromptType, Request, make_output, tokenize_prompt
+from thinkgate.engine.core.sampler import (
     Sampler,
     SamplerOutput,
     forced_logprob_entries,
     make_logprob_entry,
 )
+from thinkgate.engine.core.scheduler import Scheduler
+from thinkgate.engine.core.speculative import Speculator
+from thinkgate.engine.core.token_trace import trace_after, trace_before
+from thinkgate.engine.kv.allocate import allocate_kv
+from thinkgate.engine.kv.block_manager import BlockManager
+from thinkgate.engine.kv.row_prefix_store import RowPrefixStore
+from thinkgate.engine.kv.slot_cache import SlotKVCache
+from thinkgate.engine.model.model_loader import LoadedModel, load_model
+from thinkgate.engine.model.model_runner import ModelRunner
+from thinkgate.engine.model.tokenizer import eos_token_ids, load_tokenizer
+from thinkgate.engine.outputs import RequestOutput
 from thinkgate.engine.sampling_params import RequestOutputKind, SamplingParams
-from thinkgate.engine.scheduler import Scheduler
 from thinkgate.engine.sequence import Sequence
-from thinkgate.engine.slot_cache import SlotKVCache
-from thinkgate.engine.speculative import SpeculativeConfig, Speculator
 from thinkgate.engine.structured.compiling import CompilingRequests
 from thinkgate.engine.structured.structured_output import StructuredOutputHook
-from thinkgate.engine.token_trace import trace_after, trace_before
-from thinkgate.engine.tokenizer import eos_token_ids, load_tokenizer
 
 logger = logging.getLogger(__name__)
 
-# vLLM's prompt forms: text, token ids, TextPrompt {"prompt": ...}, TokensPrompt
-# {"prompt_token_ids": [...]} (a dict's `cache_salt` is accepted and has no effect here)
-PromptType = str | list[int] | dict
-_PROMPT_DICT_KEYS = {"prompt", "prompt_token_ids", "cache_salt"}
-
-
-@dataclass
-class Request:
-    request_id: str
-    prompt: str | None
-    prompt_token_ids: list[int]
-    params: SamplingParams
-    seqs: list[Sequence] = field(default_factory=list)
-    emitted_chunks: list[int] = field(default_factory=list)  # per seq, for DELTA text
-
-    @property
-    def finished(self) -> bool:
-        return all(seq.is_finished for seq in self.seqs)
-
 
 class LLMEngine:
+    """`add_request`, `step`, `abort_request`; `stats` and `reset_prefix_cache` for the API."""
+
     def __init__(
         self, config: EngineConfig, structured_output: StructuredOutputHook | None = None,
         compile_now: bool = True,
@@ -75,8 +55,13 @@ class LLMEngine:
         self.max_model_len = self._max_model_len()
         # prefix caching needs a KV cache: not for the transformers fallback
         self.prefix_caching = config.enable_prefix_caching and self.loaded.arch is not None
-        self.row_store: RowPrefixStore | None = None  # contiguous layout's prefix blocks
-        self.kv_cache = self._make_kv_cache()
+        arch = self.loaded.arch
+        kv = allocate_kv(config, (arch.num_layers, arch.num_kv_heads, arch.head_dim) if arch
+                         else None, self.loaded.dtype, self.device, self.max_model_len,
+                         self.prefix_caching)
+        self.kv_cache = kv.cache
+        self.num_kv_blocks = kv.num_blocks
+        self.row_store: RowPrefixStore | None = kv.row_store  # contiguous: cached prefix blocks
         max_tokens = config.max_num_batched_tokens or max(self.max_model_len, 2048)
         if max_tokens < self.max_model_len:
             raise ValueError(
@@ -94,7 +79,7 @@ class LLMEngine:
             prefill_delay_steps=config.prefill_delay_steps,
         )
         self.runner = ModelRunner(self.loaded, self.kv_cache, self.device, self.row_store)
-        self._plan_attention()
+        self.runner.plan_attention(config, self.max_num_seqs, self.max_model_len)
         self.sampler = Sampler(self.vocab_size, self.eos_token_ids, self.device)
         if structured_output is None:
             from thinkgate.engine.structured.constrained import ConstrainedDecoding
@@ -128,101 +113,12 @@ class LLMEngine:
             raise ValueError(f"max_model_len ({wanted}) exceeds what the model supports ({limit})")
         return wanted
 
-    def _make_kv_cache(self) -> KVCache | SlotKVCache:
-        cfg, arch = self.config, self.loaded.arch
-        num_layers, kv_heads, head_dim = (
-            (arch.num_layers, arch.num_kv_heads, arch.head_dim) if arch else (1, 1, 1)
-        )
-        dtype = self.loaded.dtype
-        budget = cfg.kv_cache_memory_bytes or self._default_kv_budget()
-        blocks_per_seq = -(-self.max_model_len // cfg.block_size)
-        per_row = SlotKVCache.bytes_per_row(
-            num_layers, self.max_model_len, kv_heads, head_dim, dtype
-        )
-        rows = min(cfg.max_num_seqs, budget // per_row)
-        layout = cfg.kv_layout
-        if layout == "auto":
-            fits = rows >= min(cfg.max_num_seqs, 64) and cfg.num_kv_blocks is None
-            contiguous = fits and self.device.type == "cpu" and arch is not None and (
-                cfg.attention_backend != "TRITON_ATTN")
-            layout = "contiguous" if contiguous else "paged"
-        if layout == "contiguous":
-            if rows < 1 or arch is None:
-                raise ValueError(
-                    "kv_layout 'contiguous' needs a native model and room for one row of "
-                    f"max_model_len {self.max_model_len} ({per_row} bytes)"
-                )
-            pool_blocks = 0
-            if self.prefix_caching:  # cached prefixes get what the rows leave, at least 1/4
-                per_block = KVCache.bytes_per_block(
-                    num_layers, cfg.block_size, kv_heads, head_dim, dtype
-                )
-                rows = max(1, min(rows, (budget - budget // 4) // per_row))
-                pool_blocks = max(blocks_per_seq, (budget - rows * per_row) // per_block)
-            self.num_kv_blocks = rows * blocks_per_seq  # every row holds a whole sequence
-            cache = SlotKVCache(
-                num_layers, rows, self.max_model_len, kv_heads, head_dim, dtype, self.device
-            )
-            if pool_blocks:
-                self.row_store = RowPrefixStore(cache, pool_blocks, cfg.block_size)
-            return cache
-        per_block = KVCache.bytes_per_block(num_layers, cfg.block_size, kv_heads, head_dim, dtype)
-        num_blocks = cfg.num_kv_blocks
-        if num_blocks is None:
-            num_blocks = min(budget // per_block, cfg.max_num_seqs * blocks_per_seq)
-        if num_blocks < blocks_per_seq:
-            raise ValueError(
-                f"num_kv_blocks ({num_blocks}) cannot hold one sequence of max_model_len "
-                f"{self.max_model_len} ({blocks_per_seq} blocks of {cfg.block_size})"
-            )
-        self.num_kv_blocks = num_blocks
-        return KVCache(
-            num_layers, num_blocks, cfg.block_size, kv_heads, head_dim, dtype, self.device
-        )
-
-    def _plan_attention(self) -> None:
-        """Paged kernels and CUDA-graph decode where they run (cuda_graphs.attention_plan)."""
-        arch, runner = self.loaded.arch, self.runner
-        paged, graphs = attention_plan(
-            self.config.attention_backend, self.config.enforce_eager, self.device,
-            isinstance(self.kv_cache, KVCache), arch is not None and not runner.full_sequence,
-            self.config.block_size, arch.head_dim if arch else 0)
-        runner.paged_kernels = paged
-        if graphs:
-            runner.graphs = DecodeGraphs(
-                runner.model, self.kv_cache.layers, capture_sizes(self.max_num_seqs),
-                -(-self.max_model_len // self.config.block_size), self.config.block_size,
-                self.kv_cache.scratch_block, self.device, capture=True)
-
     def compile_decode_step(self) -> None:
-        """Compile the CPU decode step (compiled_decode.py) where it applies. Compiled
+        """Compile the CPU decode step (ModelRunner.compile_steps) where it applies. Compiled
         code is specialized to torch's thread count: set it before this (the engine core
         does; `__init__` calls this unless told `compile_now=False`)."""
-        runner = self.runner
-        if (runner.compiled_decode is not None or self.device.type != "cpu"
-                or self.config.enforce_eager or self.loaded.arch is None
-                or self.loaded.arch.moe is not None  # routing's per-expert groups: eager
-                or runner.full_sequence or runner.paged_kernels or not compiler_available()):
-            return
-        compiled = CompiledDecode(runner.model)
-        if compiled.warm_up(self.kv_cache.layers, runner.block_size, runner.scratch_block,
-                            self.max_num_seqs, self.max_model_len, not runner.contiguous):
-            runner.compiled_decode = compiled
-        if runner.contiguous:  # masked prefills (a cached prefix): compiled_prefill.py
-            prefill = CompiledPrefill(runner.model)
-            if prefill.warm_up(self.kv_cache.layers, runner.block_size, runner.scratch_block,
-                               self.kv_cache.num_rows):
-                runner.compiled_prefill = prefill
-                prefill.warm_up_fresh(self.kv_cache.layers, runner.block_size,
-                                      runner.scratch_block,
-                                      runner.prefill_threads or torch.get_num_threads(),
-                                      runner.fast_fp32)
-
-    def _default_kv_budget(self) -> int:
-        if self.device.type == "cuda":
-            free, _ = torch.cuda.mem_get_info(self.device)
-            return int(free * self.config.gpu_memory_utilization)
-        return 512 << 20
+        self.runner.compile_steps(self.config.enforce_eager, self.max_num_seqs,
+                                  self.max_model_len)
 
     # --- requests -------------------------------------------------------------------------
 
@@ -234,7 +130,7 @@ class LLMEngine:
             raise ValueError(f"request_id {request_id!r} is already running")
         if not isinstance(params, SamplingParams):
             raise TypeError(f"params must be SamplingParams, got {type(params).__name__}")
-        text, ids = self._tokenize(prompt)
+        text, ids = tokenize_prompt(prompt, self.tokenizer, self.vocab_size)
         params.check_vocab(self.vocab_size)
         if len(ids) >= self.max_model_len:
             raise ValueError(
@@ -279,28 +175,6 @@ class LLMEngine:
         for seq in request.seqs:
             self.scheduler.add(seq)
 
-    def _tokenize(self, prompt: PromptType) -> tuple[str | None, list[int]]:
-        if isinstance(prompt, dict):
-            prompt = _unwrap_prompt(prompt)
-        if isinstance(prompt, str):
-            ids = self.tokenizer.encode(prompt)
-            text: str | None = prompt
-        elif isinstance(prompt, list | tuple) and all(isinstance(t, int) for t in prompt):
-            ids, text = list(prompt), None
-        else:
-            raise ValueError(
-                f"prompt must be a str, a list of token ids, or a dict with 'prompt' or "
-                f"'prompt_token_ids', got {type(prompt).__name__}"
-            )
-        if not ids:
-            raise ValueError("prompt is empty")
-        bad = [t for t in ids if not 0 <= t < self.vocab_size]
-        if bad:
-            raise ValueError(
-                f"prompt token ids {bad[:5]} are outside the vocab (size {self.vocab_size})"
-            )
-        return text, ids
-
     def abort_request(self, request_id: str) -> RequestOutput | None:
         """Stop a request and free its KV blocks; returns its last state, or None if unknown."""
         request = self.requests.pop(request_id, None)
@@ -311,7 +185,7 @@ class LLMEngine:
         self.scheduler.abort(request.seqs)
         for seq in request.seqs:
             self.structured_output.remove(seq)
-        return self._make_output(request)
+        return make_output(request)
 
     def has_unfinished_requests(self) -> bool:
         return bool(self.requests) or len(self.compiling) > 0
@@ -425,41 +299,8 @@ class LLMEngine:
                     self.structured_output.remove(s)
             elif request.params.output_kind is RequestOutputKind.FINAL_ONLY:
                 continue
-            outputs.append(self._make_output(request))
+            outputs.append(make_output(request))
         return outputs
-
-    def _make_output(self, request: Request) -> RequestOutput:
-        delta = request.params.output_kind is RequestOutputKind.DELTA
-        completions = []
-        for i, seq in enumerate(request.seqs):
-            chunks = seq.detokenizer.released
-            start_tok = seq.num_emitted_tokens if delta else 0
-            text = "".join(chunks[request.emitted_chunks[i] :] if delta else chunks)
-            token_ids = seq.token_ids[seq.num_prompt_tokens + start_tok :]
-            logprobs = seq.logprobs[start_tok:] if seq.logprobs is not None else None
-            trace = seq.trace[start_tok:] if seq.trace is not None else None
-            request.emitted_chunks[i] = len(chunks)
-            seq.num_emitted_tokens = seq.num_output_tokens
-            completions.append(
-                CompletionOutput(
-                    index=seq.index,
-                    text=text,
-                    token_ids=token_ids,
-                    cumulative_logprob=seq.cumulative_logprob if seq.logprobs is not None else None,
-                    logprobs=logprobs,
-                    finish_reason=seq.finish_reason,
-                    stop_reason=seq.stop_reason,
-                    trace=trace,
-                )
-            )
-        return RequestOutput(
-            request.request_id,
-            request.prompt,
-            request.prompt_token_ids,
-            completions,
-            request.finished,
-            num_cached_tokens=request.seqs[0].num_prompt_cached_tokens,
-        )
 
     # --- helpers for the API layer ----------------------------------------------------------
 
@@ -487,23 +328,3 @@ class LLMEngine:
         info = {"model": str(self.loaded.source), "native": self.loaded.native}
         return f"LLMEngine({json.dumps(info)})"
 
-
-def _unwrap_prompt(prompt: dict) -> str | list[int]:
-    """A vLLM TextPrompt / TokensPrompt dict's text or ids; anything else it asks for (images,
-    audio, embeddings) is a ValueError naming the keys."""
-    unknown = sorted(set(prompt) - _PROMPT_DICT_KEYS)
-    if unknown:
-        raise ValueError(f"prompt keys {unknown} are not supported (a prompt dict takes "
-                         "'prompt' or 'prompt_token_ids')")
-    if ("prompt" in prompt) == ("prompt_token_ids" in prompt):
-        raise ValueError("a prompt dict needs exactly one of 'prompt' and 'prompt_token_ids', "
-                         f"got keys {sorted(prompt)}")
-    if "prompt" in prompt:
-        text = prompt["prompt"]
-        if not isinstance(text, str):
-            raise ValueError(f"prompt['prompt'] must be a str, got {type(text).__name__}")
-        return text
-    ids = prompt["prompt_token_ids"]
-    if not isinstance(ids, list | tuple) or not all(isinstance(t, int) for t in ids):
-        raise ValueError("prompt['prompt_token_ids'] must be a list of token ids")
-    return list(ids)

@@ -20,9 +20,9 @@ to that prefix, or empties it when nothing was loaded), and a row moved by
 from __future__ import annotations
 
 import torch
-from thinkgate.engine.prefix_cache import BlockPool, extend_block_hashes
+from thinkgate.engine.kv.prefix_cache import BlockPool, extend_block_hashes
+from thinkgate.engine.kv.slot_cache import SlotKVCache
 from thinkgate.engine.sequence import Sequence
-from thinkgate.engine.slot_cache import SlotKVCache
 
 
 class RowPrefixStore:

@@ -17,15 +17,15 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from thinkgate.engine.kv_cache import AttentionMetadata, paged_attention
-from thinkgate.engine.models.moe import (
+from thinkgate.engine.kv.kv_cache import AttentionMetadata, paged_attention
+from thinkgate.engine.model.layers.moe import (
     MOE_ARCHITECTURES,
     MoeSpec,
     SparseMoe,
     fuse_experts,
     moe_weight,
 )
-from thinkgate.engine.models.packed_linear import PackedLinear, linear, pack_linears
+from thinkgate.engine.model.layers.packed_linear import PackedLinear, linear, pack_linears
 from torch import nn
 
 ARCHITECTURES = (

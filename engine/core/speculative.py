@@ -30,68 +30,16 @@ rules), so stop strings, stop ids and max_tokens inside a draft end the row wher
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from thinkgate.engine.sampler import Sampler, SamplerOutput, make_logprob_entry
+from thinkgate.engine.config import SpeculativeConfig
+from thinkgate.engine.core.sampler import Sampler, SamplerOutput, make_logprob_entry
 from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.structured.structured_output import GateInputs
 
-METHODS = ("ngram",)
-MAX_SPECULATIVE_TOKENS = 16
 _ALL_ALLOWED = -1  # an int32 bitmask word with every bit set
-
-
-@dataclass(frozen=True)
-class SpeculativeConfig:
-    """vLLM's `speculative_config` fields for the `ngram` method."""
-
-    method: str
-    num_speculative_tokens: int
-    prompt_lookup_max: int
-    prompt_lookup_min: int
-
-    @classmethod
-    def parse(cls, value: Any) -> SpeculativeConfig | None:
-        """From a dict (or its JSON text); None stays None. ValueError names the bad field."""
-        if value is None:
-            return None
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"speculative_config is not JSON: {exc}") from None
-        if not isinstance(value, dict):
-            raise ValueError(f"speculative_config must be an object, got {value!r}")
-        unknown = set(value) - {"method", "num_speculative_tokens", "prompt_lookup_max",
-                                "prompt_lookup_min"}
-        if unknown:
-            raise ValueError(f"speculative_config: unknown fields {sorted(unknown)}")
-        method = value.get("method", "ngram")
-        method = "ngram" if method == "[ngram]" else method  # vLLM's older spelling
-        if method not in METHODS:
-            raise ValueError(f"speculative_config.method {method!r} is not supported; this "
-                             f"engine drafts with {list(METHODS)}")
-        k = value.get("num_speculative_tokens")
-        # vLLM's defaults: 5 and 5 when neither is given, else the one given for both
-        high, low = value.get("prompt_lookup_max"), value.get("prompt_lookup_min")
-        if high is None and low is None:
-            high = low = 5
-        high = low if high is None else high
-        low = high if low is None else low
-        for name, v in (("num_speculative_tokens", k), ("prompt_lookup_max", high),
-                        ("prompt_lookup_min", low)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"speculative_config.{name} must be an int >= 1, got {v!r}")
-        if k > MAX_SPECULATIVE_TOKENS:
-            raise ValueError(f"speculative_config.num_speculative_tokens must be at most "
-                             f"{MAX_SPECULATIVE_TOKENS}, got {k}")
-        if low > high:
-            raise ValueError(f"speculative_config.prompt_lookup_min ({low}) exceeds "
-                             f"prompt_lookup_max ({high})")
-        return cls(method, k, high, low)
 
 
 class NgramProposer:

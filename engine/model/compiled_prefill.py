@@ -25,9 +25,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from thinkgate.engine.compiled_decode import INDUCTOR_OPTIONS, compile_now
-from thinkgate.engine.kv_cache import AttentionMetadata, build_attention_metadata
-from thinkgate.engine.long_forward import PREFILL_TOKENS, fast_fp32
+from thinkgate.engine.kv.kv_cache import AttentionMetadata, build_attention_metadata
+from thinkgate.engine.model.compiled_decode import INDUCTOR_OPTIONS, compile_now
+from thinkgate.engine.model.long_forward import PREFILL_TOKENS, fast_fp32
 
 # (rows, new tokens per row, keys of the longest row, first row): two shapes per graph, so every
 # int that varies between steps is traced as a symbol

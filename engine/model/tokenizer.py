@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from thinkgate.engine.model_loader import LoadedModel
+from thinkgate.engine.model.model_loader import LoadedModel
 
 
 def load_tokenizer(tokenizer: str | None, loaded: LoadedModel) -> Any:

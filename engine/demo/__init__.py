@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-DEMO_MODEL_DIR = Path(__file__).resolve().parent / "demo_model"
+DEMO_MODEL_DIR = Path(__file__).resolve().parent / "model"
 
 
 def demo_model_path() -> str:
@@ -12,6 +12,6 @@ def demo_model_path() -> str:
     if not (DEMO_MODEL_DIR / "config.json").is_file():
         raise FileNotFoundError(
             f"the bundled demo model is missing at {DEMO_MODEL_DIR}; "
-            "rebuild it with `python -m thinkgate.engine.build_demo_model`"
+            "rebuild it with `python -m thinkgate.engine.demo.build`"
         )
     return str(DEMO_MODEL_DIR)

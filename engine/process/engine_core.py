@@ -145,7 +145,7 @@ class _Sender:
 
 def _build(spec: dict[str, Any]) -> Any:
     import torch
-    from thinkgate.engine.llm_engine import LLMEngine
+    from thinkgate.engine.core.llm_engine import LLMEngine
     from thinkgate.engine.structured.constrained import ConstrainedDecoding
     from thinkgate.parsers import load_plugin
 
@@ -179,8 +179,8 @@ def model_weight_bytes(model: Any, dtype: Any) -> int:
     """Bytes of the model's weights: its parameters plus the oneDNN-packed projections (which
     hold their weight outside the parameters) and GGUF projections kept int4 (buffers)."""
     import torch
-    from thinkgate.engine.models.packed_linear import PackedLinear
-    from thinkgate.engine.models.quant_linear import DenseMatmul, Int4Matmul
+    from thinkgate.engine.model.layers.packed_linear import PackedLinear
+    from thinkgate.engine.model.layers.quant_linear import DenseMatmul, Int4Matmul
 
     total = sum(p.numel() * p.element_size() for p in model.parameters())
     item = torch.empty((), dtype=dtype).element_size()
@@ -210,7 +210,7 @@ def core_env(config: Any, threads: int | None) -> dict[str, str]:
     if getattr(config, "device", "auto") not in ("auto", "cpu"):
         return {}
     import torch
-    from thinkgate.engine.model_loader import resolve_model_path
+    from thinkgate.engine.model.model_loader import resolve_model_path
 
     if config.device == "auto" and torch.cuda.is_available():
         return {}

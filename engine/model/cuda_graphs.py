@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable
 
 import torch
-from thinkgate.engine.kv_cache import AttentionMetadata
+from thinkgate.engine.kv.kv_cache import AttentionMetadata
 from thinkgate.engine.sequence import Sequence
 
 logger = logging.getLogger(__name__)

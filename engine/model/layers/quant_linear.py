@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from thinkgate.engine.models.gguf_blocks import GROUP, Int4Groups
-from thinkgate.engine.models.packed_linear import PackedLinear
+from thinkgate.engine.model.layers.gguf_blocks import GROUP, Int4Groups
+from thinkgate.engine.model.layers.packed_linear import PackedLinear
 from torch import nn
 
 _ROWS_MULTIPLE = 16  # the int4 pack needs the output count to be a multiple of 16

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 from thinkgate.engine.config import resolve_dtype
-from thinkgate.engine.models.llama import (
+from thinkgate.engine.model.llama import (
     ARCHITECTURES,
     ArchConfig,
     LlamaFamilyForCausalLM,
@@ -152,7 +152,7 @@ def _load_native(
 def _load_fallback(
     folder: Path, hf_config: dict[str, Any], dtype: torch.dtype, device: str
 ) -> LoadedModel:
-    from thinkgate.engine.models.hf_fallback import TransformersFallback
+    from thinkgate.engine.model.hf_fallback import TransformersFallback
     from transformers import AutoModelForCausalLM
 
     _safetensors_files(folder)  # same clear error when weights are missing
@@ -175,7 +175,7 @@ def _load_fallback(
 
 
 def _load_gguf(folder: Path, gguf_file: str, dtype: str | torch.dtype, device: str) -> LoadedModel:
-    from thinkgate.engine.gguf_loader import (
+    from thinkgate.engine.model.gguf_loader import (
         gguf_hf_config,
         load_gguf_model,
         open_gguf,
@@ -212,7 +212,7 @@ def _load_gguf_transformers(
     torch_dtype = resolve_dtype(dtype, None, device)
     if hf_config["architectures"][0] not in ARCHITECTURES:
         hf_model = hf_model.to(torch_dtype)
-        from thinkgate.engine.models.hf_fallback import TransformersFallback
+        from thinkgate.engine.model.hf_fallback import TransformersFallback
 
         return LoadedModel(
             TransformersFallback(hf_model.to(device)),

@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from thinkgate.engine.prefix_cache import BlockPool, extend_block_hashes
+from thinkgate.engine.kv.prefix_cache import BlockPool, extend_block_hashes
 from thinkgate.engine.sequence import Sequence
 
 if TYPE_CHECKING:
-    from thinkgate.engine.row_prefix_store import RowPrefixStore
+    from thinkgate.engine.kv.row_prefix_store import RowPrefixStore
 
 DEFER_MIN_BLOCKS = 4
 

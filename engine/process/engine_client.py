@@ -26,9 +26,9 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from thinkgate.engine.engine_core import PackedOutput, core_env, run_engine_core
 from thinkgate.engine.errors import EngineDeadError
 from thinkgate.engine.outputs import CompletionOutput, RequestOutput
+from thinkgate.engine.process.engine_core import PackedOutput, core_env, run_engine_core
 from thinkgate.engine.sampling_params import RequestOutputKind
 
 logger = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""Rebuild the bundled demo model: `python -m thinkgate.engine.build_demo_model [--out DIR]`.
+"""Rebuild the bundled demo model: `python -m thinkgate.engine.demo.build [--out DIR]`.
 
 Trains, on CPU in a few minutes and fully seeded, (1) a byte-level BPE tokenizer on the Python
 standard library's sources plus synthetic chats, and (2) a tiny Qwen3 on synthetic chats with the
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from thinkgate.engine.demo import DEMO_MODEL_DIR
-from thinkgate.engine.demo_data import Example, make_example
+from thinkgate.engine.demo.data import Example, make_example
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ ADDED = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>"
 BPE_VOCAB = 8000
 PAD_MULTIPLE = 64
 
-CHAT_TEMPLATE = (Path(__file__).resolve().parent / "demo_chat_template.jinja").read_text()
+CHAT_TEMPLATE = (Path(__file__).resolve().parent / "chat_template.jinja").read_text()
 
 
 def _corpus(num_chats: int, seed: int) -> list[str]:

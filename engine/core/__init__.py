@@ -1,0 +1,1 @@
+"""thinkgate.engine.core."""

@@ -1,1 +1,0 @@
-"""thinkgate.engine.models."""
