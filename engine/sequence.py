@@ -69,7 +69,7 @@ class Sequence:
         self.has_logits_processors = bool(
             params.has_penalties or params.logit_bias or params.min_tokens
         )
-        # the CPU sampler's short route (kernels/sample_plain_cpu.py): the row's temperature
+        # the CPU sampler's short route (kernels/cpu/sample_plain.py): the row's temperature
         # (0.0 greedy) when it asks for nothing else, else None; params never change
         plain = not (self.has_logits_processors or params.logprobs is not None
                      or params.top_k > 0 or params.top_p < 1 or params.min_p > 0)

@@ -10,9 +10,9 @@ import numpy as np
 import torch
 from thinkgate.kernels.backend import use_triton
 from thinkgate.kernels.bitmask import FLOAT_DTYPES
+from thinkgate.kernels.cpu.sample import sample_cpu
 from thinkgate.kernels.filters import logit_floor
 from thinkgate.kernels.reasoning import ReasoningState, check_slots
-from thinkgate.kernels.sample_cpu import sample_cpu
 from thinkgate.kernels.sampling import allowed_mask_ref, sample_ref, sample_triton
 
 

@@ -20,7 +20,7 @@ from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.structured.structured_output import GateInputs
 from thinkgate.kernels import SamplingTensors, sample, update_reasoning_state
 from thinkgate.kernels.backend import use_triton
-from thinkgate.kernels.sample_plain_cpu import PLAIN_ROWS, sample_plain
+from thinkgate.kernels.cpu.sample_plain import PLAIN_ROWS, sample_plain
 
 
 @dataclass

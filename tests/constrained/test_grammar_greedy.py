@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 from thinkgate.kernels import SamplingTensors, sample
-from thinkgate.kernels import sample_grammar_cpu as sg
 from thinkgate.kernels.bitmask import pack_bitmask_ref
+from thinkgate.kernels.cpu import sample_grammar as sg
 from thinkgate.kernels.sampling import sample_ref
 
 VOCABS = [1, 31, 33, 2048, 8064, 32001]

@@ -38,7 +38,7 @@ def _tokens(llm: LLM, prompts: list[str], params: SamplingParams | list[Sampling
 
 @pytest.fixture
 def cpu_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TRITON_INTERPRET", "0")  # CPU tensors take kernels/sample_cpu.py
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # CPU tensors take kernels/cpu/sample.py
 
 
 @pytest.mark.parametrize("name", list(SEEDED))

@@ -11,10 +11,10 @@ import pytest
 import torch
 from kernel_inputs import random_bitmask, random_logits
 from thinkgate.kernels import ReasoningState, SamplingTensors, sample
+from thinkgate.kernels.cpu.inverse_cdf import CHUNK, invert_chunked, uniform_cpu, uniforms_np
+from thinkgate.kernels.cpu.sample import sample_cpu
+from thinkgate.kernels.cpu.sample_filtered import top_candidates
 from thinkgate.kernels.filters import logit_floor, logit_floor_sparse
-from thinkgate.kernels.inverse_cdf import CHUNK, invert_chunked, uniform_cpu, uniforms_np
-from thinkgate.kernels.sample_cpu import sample_cpu
-from thinkgate.kernels.sample_filtered_cpu import top_candidates
 from thinkgate.kernels.sampling import allowed_mask_ref, sample_ref
 
 VOCABS = [1, 31, 33, 8064, 32001]
@@ -206,7 +206,7 @@ def _route_mask(route: str, vocab: int, logits: torch.Tensor, gen: torch.Generat
 @pytest.mark.parametrize("route", ["sparse", "dense", "middle"])
 def test_every_grammar_route_matches_the_spec(route: str, gen: torch.Generator,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("thinkgate.kernels.sample_cpu.GRAMMAR_ROUTES_FROM", 0)
+    monkeypatch.setattr("thinkgate.kernels.cpu.sample.GRAMMAR_ROUTES_FROM", 0)
     vocab, rows = 2048, 6
     logits = torch.randn(rows, vocab, generator=gen) * 2
     bitmask = torch.cat([_route_mask(route, vocab, logits[r], gen) for r in range(rows)])
@@ -375,9 +375,9 @@ def test_reused_workspaces_give_fresh_results(vocab: int, gen: torch.Generator,
                            top_p=top_p[:n] if filtered else None)[0].tolist()
                 for n in (3, 40, 5) for filtered in (False, True)]
 
-    monkeypatch.setattr("thinkgate.kernels.sample_rows_cpu._WORKSPACE", threading.local())
+    monkeypatch.setattr("thinkgate.kernels.cpu.weights._WORKSPACE", threading.local())
     with torch.inference_mode():  # kept buffers made here stay writable outside (the engine)
         kept = run()
     assert run() == kept
-    monkeypatch.setattr("thinkgate.kernels.sample_rows_cpu.MAX_WORKSPACE", 0)
+    monkeypatch.setattr("thinkgate.kernels.cpu.weights.MAX_WORKSPACE", 0)
     assert run() == kept

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from thinkgate.kernels.inverse_cdf import uniform_cpu
-from thinkgate.kernels.sample_cpu import sample_cpu
-from thinkgate.kernels.sample_plain_cpu import PLAIN_ROWS, sample_plain, uniform_py
+from thinkgate.kernels.cpu.inverse_cdf import uniform_cpu
+from thinkgate.kernels.cpu.sample import sample_cpu
+from thinkgate.kernels.cpu.sample_plain import PLAIN_ROWS, sample_plain, uniform_py
 
 
 def _dense(logits: torch.Tensor, temps: list[float], seeds: list[int], steps: list[int]

@@ -27,13 +27,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from thinkgate.kernels.inverse_cdf import CHUNK
-from thinkgate.kernels.sample_rows_cpu import (
-    inverse_temperature,
-    sample_all,
-    sampling_scale,
-    workspace,
-)
+from thinkgate.kernels.cpu.inverse_cdf import CHUNK
+from thinkgate.kernels.cpu.sample_rows import sample_all
+from thinkgate.kernels.cpu.weights import inverse_temperature, sampling_scale, workspace
 
 PLAIN_ROWS = 4  # sampled batches up to this size go row by row; larger ones, every row
 # sampled, take `sample_rows`'s fused route directly

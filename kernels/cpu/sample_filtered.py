@@ -32,8 +32,7 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
-from thinkgate.kernels.filters import logit_floor_sparse
-from thinkgate.kernels.inverse_cdf import (
+from thinkgate.kernels.cpu.inverse_cdf import (
     CHUNK,
     invert_cdf,
     invert_chunked,
@@ -41,6 +40,8 @@ from thinkgate.kernels.inverse_cdf import (
     uniform_cpu,
     uniforms_np,
 )
+from thinkgate.kernels.cpu.weights import exp2_rows, exp2_weights, weights, workspace
+from thinkgate.kernels.filters import logit_floor_sparse
 
 MAX_DRAWS = 6
 MAX_TOP_K = 1024
@@ -154,8 +155,6 @@ def _rejection(x: torch.Tensor, best: torch.Tensor, scale: np.ndarray, seeds: np
                steps: np.ndarray, k: np.ndarray, top_k: np.ndarray | None,
                top_p: np.ndarray | None, min_p: np.ndarray | None) -> np.ndarray:
     """Rows without top-k: min-p thresholded, top-p by rejection; -2 after `MAX_DRAWS` misses."""
-    from thinkgate.kernels.sample_rows_cpu import exp2_rows, exp2_weights, weights
-
     num_rows = x.shape[0]
     on = np.zeros(num_rows, dtype=bool) if min_p is None else min_p > 0
     if on.all():  # min-p compares p with p = 1 at the maximum
@@ -191,8 +190,6 @@ def _rejection(x: torch.Tensor, best: torch.Tensor, scale: np.ndarray, seeds: np
 def _mass_above(p: torch.Tensor, rows: np.ndarray | None, t: np.ndarray) -> np.ndarray:
     """(n, D) M = sum(p[r][p[r] > p[r, t]]) for each of `rows` (None: all) and its columns `t`
     (n, D): p / p_t (exactly 1 at ties) thresholded at 1, in the second workspace."""
-    from thinkgate.kernels.sample_rows_cpu import workspace
-
     num_rows, num_cols = p.shape
     n, num_draws = t.shape
     if rows is None:

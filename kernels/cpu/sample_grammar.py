@@ -30,8 +30,8 @@ import threading
 
 import numpy as np
 import torch
-from thinkgate.kernels.inverse_cdf import invert_cdf, uniform_cpu
-from thinkgate.kernels.sample_rows_cpu import sample_rows
+from thinkgate.kernels.cpu.inverse_cdf import invert_cdf, uniform_cpu
+from thinkgate.kernels.cpu.sample_rows import sample_rows
 from thinkgate.kernels.sampling import temperature_scale
 
 SPARSE_FRACTION = 1 / 16  # non-zero words x 32 below this share of the row: sparse route
@@ -128,10 +128,12 @@ def _popcount(words: torch.Tensor) -> torch.Tensor:
 
 
 def _bit_set(words: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
-    """Whether column `cols` (R,) is allowed by each row of `words` (R, W); False for -1."""
-    safe = cols.clamp(min=0)
+    """Whether column `cols` (R,) is allowed by each row of `words` (R, W); False for -1 and
+    for a column past the words (a padded lm_head's columns beyond a narrower mask)."""
+    inside = (cols >= 0) & (cols < 32 * words.shape[1])
+    safe = torch.where(inside, cols, 0)
     word = words.gather(1, (safe >> 5)[:, None])[:, 0]
-    return ((word >> (safe & 31)) & 1).bool() & (cols >= 0)
+    return ((word >> (safe & 31)) & 1).bool() & inside
 
 
 def _sparse(logits: torch.Tensor, rows: torch.Tensor, words: torch.Tensor,

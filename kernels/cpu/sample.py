@@ -19,9 +19,9 @@ noise is per column.
 from __future__ import annotations
 
 import torch
+from thinkgate.kernels.cpu.sample_grammar import sample_grammar
+from thinkgate.kernels.cpu.sample_rows import sample_rows
 from thinkgate.kernels.reasoning import ReasoningState, reasoning_gate_ref
-from thinkgate.kernels.sample_grammar_cpu import sample_grammar
-from thinkgate.kernels.sample_rows_cpu import sample_rows
 
 # Grammar rows take `sample_grammar` (routes per mask shape, numpy greedy) from this width on.
 # Once it had a numpy greedy route it paid at every width: bench_constrained --clock cpu on the
