@@ -1,10 +1,10 @@
 """POST /v1/messages (Anthropic's Messages API) and /v1/messages/count_tokens.
 
-A translator onto the one chat layer: `anthropic_translate.chat_args` turns the request into
+A translator onto the one chat layer: `anthropic/translate.py`'s `chat_args` turns the request into
 `ChatLayer.prepare`'s arguments, `generation.generate` runs it, the chat layer's stream turns
-output into OpenAI deltas, and `anthropic_events.BlockWriter` turns those into Anthropic's
+output into OpenAI deltas, and `anthropic/events.py`'s `BlockWriter` turns those into Anthropic's
 events. Streaming sends the events as `event: NAME` SSE; the non-streaming body is the same
-events folded. Errors on these paths have Anthropic's shape (`anthropic_errors.py`).
+events folded. Errors on these paths have Anthropic's shape (`anthropic/errors.py`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from thinkgate.api.anthropic_errors import anthropic_error_event, anthropic_error_response
-from thinkgate.api.anthropic_events import BlockWriter, Event, fold, stop_fields
-from thinkgate.api.anthropic_protocol import CountTokensRequest, MessagesRequest
-from thinkgate.api.anthropic_translate import chat_args
+from thinkgate.api.anthropic.errors import anthropic_error_event, anthropic_error_response
+from thinkgate.api.anthropic.events import BlockWriter, Event, fold, stop_fields
+from thinkgate.api.anthropic.protocol import CountTokensRequest, MessagesRequest
+from thinkgate.api.anthropic.translate import chat_args
 from thinkgate.api.errors import APIError
 from thinkgate.api.generation import (
     RequestRun,

@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from fastapi.responses import JSONResponse
-from thinkgate.api.anthropic_errors import anthropic_body, is_anthropic_path
+from thinkgate.api.anthropic.errors import anthropic_body, is_anthropic_path
 from thinkgate.api.errors import APIError, error_body
 
 # `http://localhost:*`, `http://127.0.0.1:*`, `http://[::1]:*` (and https, and *.localhost)

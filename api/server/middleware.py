@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from thinkgate.api.anthropic_errors import (
+from thinkgate.api.anthropic.errors import (
     anthropic_body,
     anthropic_error_response,
     is_anthropic_path,

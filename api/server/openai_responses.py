@@ -1,6 +1,6 @@
 """POST /v1/responses (+ GET, DELETE and cancel by id) through the shared chat layer.
 
-A thin translator: `responses_turn.ResponseTurn` prepares the request on the chat layer and
+A thin translator: `responses/turn.py`'s `ResponseTurn` prepares the request on the chat layer and
 `run_events` yields its typed events; this module only decides what happens to them: folded
 into one JSON answer, sent as SSE (`event: TYPE` + `data: JSON`, no `[DONE]`, like vLLM and
 OpenAI), or run as a background task whose response (and, when streamed, events) live in the
@@ -17,9 +17,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from thinkgate.api.errors import APIError, to_error
-from thinkgate.api.responses_protocol import ResponsesRequest
-from thinkgate.api.responses_store import ResponseStore, StoredResponse
-from thinkgate.api.responses_turn import Outputs, ResponseTurn, not_found, run_events
+from thinkgate.api.responses.protocol import ResponsesRequest
+from thinkgate.api.responses.store import ResponseStore, StoredResponse
+from thinkgate.api.responses.turn import Outputs, ResponseTurn, not_found, run_events
 from thinkgate.api.server.helpers import error_response, full_response, parse_body
 from thinkgate.api.server.state import ServerState
 

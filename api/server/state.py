@@ -56,7 +56,7 @@ class ServerConfig:
 
 
 class ClusterView(Protocol):
-    """The service this server is one replica of (api/ray_serve.py): /health and /metrics
+    """The service this server is one replica of (api/ray_serve/): /health and /metrics
     answer for every replica, not this one alone."""
 
     async def health(self) -> tuple[int, dict[str, Any]]:

@@ -9,14 +9,14 @@ import pytest
 from anthropic.lib.streaming._messages import accumulate_event
 from anthropic.types import RawMessageStreamEvent
 from pydantic import TypeAdapter, ValidationError
-from thinkgate.api.anthropic_errors import (
+from thinkgate.api.anthropic.errors import (
     anthropic_error,
     anthropic_error_event,
     anthropic_error_response,
 )
-from thinkgate.api.anthropic_events import BlockWriter, fold, stop_fields
-from thinkgate.api.anthropic_protocol import MessagesRequest
-from thinkgate.api.anthropic_translate import chat_args
+from thinkgate.api.anthropic.events import BlockWriter, fold, stop_fields
+from thinkgate.api.anthropic.protocol import MessagesRequest
+from thinkgate.api.anthropic.translate import chat_args
 from thinkgate.api.errors import APIError
 from thinkgate.api.server.helpers import stream_response
 

@@ -6,15 +6,15 @@ import argparse
 
 import pytest
 from thinkgate.api.cli_args import add_server_args
-from thinkgate.api.responses_events import ResponseEvents
-from thinkgate.api.responses_items import (
+from thinkgate.api.responses.events import ResponseEvents
+from thinkgate.api.responses.items import (
     ItemError,
     chat_tool_choice,
     chat_tools,
     input_messages,
     response_format,
 )
-from thinkgate.api.responses_store import ResponseStore, StoredResponse
+from thinkgate.api.responses.store import ResponseStore, StoredResponse
 from thinkgate.api.server.state import ServerConfig
 
 CALL = {"index": 0, "id": "call_1", "type": "function",

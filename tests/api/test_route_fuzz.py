@@ -16,14 +16,14 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from thinkgate.api.anthropic_protocol import MessagesRequest
+from thinkgate.api.anthropic.protocol import MessagesRequest
 from thinkgate.api.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
     DetokenizeRequest,
     TokenizeRequest,
 )
-from thinkgate.api.responses_protocol import ResponsesRequest
+from thinkgate.api.responses.protocol import ResponsesRequest
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats(allow_nan=False, allow_infinity=False)

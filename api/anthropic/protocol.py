@@ -3,7 +3,7 @@
 Field names and shapes are the `anthropic` package's (`MessageCreateParams`). As vLLM's models
 do, unknown top-level fields are ignored (agent clients send newer ones such as
 `context_management`) and content blocks keep unknown keys (`cache_control`, `citations`);
-what a block means is checked by the translator (`anthropic_translate.py`), which names the
+what a block means is checked by the translator (`translate.py`), which names the
 block in its error.
 """
 

@@ -1,7 +1,7 @@
 """One `/v1/responses` request: items → the chat layer's request → engine → events.
 
 `ResponseTurn` resolves `previous_response_id` from the store, translates the request
-(`responses_items`), lets the chat layer render and constrain it, and owns its
+(`items.py`), lets the chat layer render and constrain it, and owns its
 `ResponseEvents`; `run_events` drives one engine request through the chat layer's stream into
 those events. Streamed, non-streamed and background responses all run it (one code path).
 """
@@ -17,8 +17,8 @@ from thinkgate.api.errors import APIError
 from thinkgate.api.generation import RequestRun, SampleDelta, check_length, generate, merge
 from thinkgate.api.logprobs import chat_logprobs
 from thinkgate.api.prompt_tokens import PromptTooLong
-from thinkgate.api.responses_events import ResponseEvents, item_id
-from thinkgate.api.responses_items import (
+from thinkgate.api.responses.events import ResponseEvents, item_id
+from thinkgate.api.responses.items import (
     ItemError,
     chat_tool_choice,
     chat_tools,
@@ -26,8 +26,8 @@ from thinkgate.api.responses_items import (
     output_messages,
     response_format,
 )
-from thinkgate.api.responses_protocol import ResponsesRequest
-from thinkgate.api.responses_store import ResponseStore
+from thinkgate.api.responses.protocol import ResponsesRequest
+from thinkgate.api.responses.store import ResponseStore
 from thinkgate.api.sampling import build_sampling_params, sampling_kwargs
 
 Outputs = AsyncIterator[tuple[int, list[SampleDelta]]]

@@ -3,7 +3,7 @@
     import ray
 from ray import serve
 from ray.serve.config import DeploymentActorConfig
-from thinkgate.api.ray_metrics import BOARD_NAME, MetricsBoard
+from thinkgate.api.ray_serve.metrics import BOARD_NAME, MetricsBoard
     from thinkgate.api.ray_serve import build_app
 
     serve.run(build_app(["/models/qwen3-8b", "--max-num-seqs", "64"], num_replicas=4),
@@ -23,7 +23,7 @@ written here. What this module adds:
   200 `{"status": "degraded"}` while some but not all do, 503 `{"status": "dead"}` with none.
 - every response names the replica that answered in `x-thinkgate-replica`
   (`<replica id>@<host>:<pid>`); `/metrics` answers every replica's series with a `replica`
-  label (`ray_metrics.py`).
+  label (`metrics.py`).
 - a replica whose engine core died leaves (its process exits once its open streams have their
   error event), so Serve's routers stop sending it requests at once.
 
@@ -47,7 +47,7 @@ from typing import Any
 import ray
 from ray import serve
 from ray.serve.config import DeploymentActorConfig
-from thinkgate.api.ray_metrics import BOARD_NAME, MetricsBoard
+from thinkgate.api.ray_serve.metrics import BOARD_NAME, MetricsBoard
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +63,7 @@ _SHUTDOWN_S = 30.0  # `serve.shutdown()` gets this long before Ray itself is sto
 def serve_args(args: Sequence[str] | dict[str, Any] | None) -> argparse.Namespace:
     """`thinkgate serve` flags (a list, or a dict of flag name → value, as `serve run` passes
     its `key=value` arguments) → the resolved namespace."""
-    from thinkgate.api.cli import build_parser
-    from thinkgate.api.cli_args import resolve_model_args
+    from thinkgate.api.cli_args import build_parser, resolve_model_args
 
     if isinstance(args, dict):
         flags: list[str] = []
@@ -146,7 +145,7 @@ class ThinkgateReplica:
 
     async def metrics(self) -> str:
         """/metrics for the deployment: every live replica's series, labelled `replica`."""
-        from thinkgate.api.ray_metrics import merge_expositions
+        from thinkgate.api.ray_serve.metrics import merge_expositions
 
         own = self.state.metrics.render().decode()
         try:
@@ -168,7 +167,7 @@ class ThinkgateReplica:
             await asyncio.sleep(period_s)
 
     def _board(self) -> Any:
-        from thinkgate.api.ray_metrics import BOARD_NAME
+        from thinkgate.api.ray_serve.metrics import BOARD_NAME
 
         return serve.get_deployment_actor(BOARD_NAME)
 

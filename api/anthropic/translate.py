@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from thinkgate.api.anthropic_protocol import ContentBlock, CountTokensRequest, InputMessage
+from thinkgate.api.anthropic.protocol import ContentBlock, CountTokensRequest, InputMessage
 
 # The template kwargs that switch thinking on or off (Qwen3-style and DeepSeek-style templates).
 THINKING_KWARGS = ("enable_thinking", "thinking")

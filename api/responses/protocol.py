@@ -1,7 +1,7 @@
 """The body of `POST /v1/responses` (OpenAI's Responses fields + vLLM's extras) as pydantic.
 
 Unknown top-level fields are rejected, like every other body here. Input items and tools stay
-plain dicts: `responses_items.py` reads them and names the bad one (`input[2].content`) itself.
+plain dicts: `items.py` reads them and names the bad one (`input[2].content`) itself.
 Fields OpenAI defines that have no effect on a local model (metadata, service_tier, truncation,
 prompt_cache_key, ...) are accepted and echoed.
 """
