@@ -58,7 +58,10 @@ class Worker:
             prompts = torch.randint(10, 4000, (batch, 16), generator=gen).tolist()
             return prompts, [SamplingParams(temperature=0, max_tokens=self.new_tokens,
                                             ignore_eos=True, **self.extra) for _ in prompts]
-        from thinkgate.engine.demo.data import TOOLS
+        try:
+            from thinkgate.engine.demo.data import TOOLS
+        except ImportError:  # a --base-tree from before engine/demo/ (issue 35)
+            from thinkgate.engine.demo_data import TOOLS  # type: ignore[no-redef]
 
         messages = [{"role": "user", "content": "What's the weather in Paris?"}]
         req = self.layer.prepare(messages, SamplingParams(temperature=0, max_tokens=80,

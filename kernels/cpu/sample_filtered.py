@@ -9,7 +9,7 @@ p = 2 ** ((x - max) * scale) (the maximum has p = 1) each sampled row takes one 
   the (k+1)-th piece maximum), so a partial sort of those pieces finds them (`top_candidates`);
   the floor rule runs on the candidates (top-p normalised over the top k, min-p against p = 1)
   and the draw inverts the CDF over the kept ones;
-- rows without top-k: one pass writes the weights (`sample_rows_cpu.weights`: p up to a per-row
+- rows without top-k: one pass writes the weights (`weights.weights`: p up to a per-row
   factor; p itself on min-p rows); min-p zeroes p < min_p in place (one threshold pass);
   top-p is a rejection on top of that: draw t from p by the inverted CDF (chunked, no cumsum)
   and keep it when M(t) = sum(p[p > p_t]) < top_p * Z (Z: the whole row's mass, before

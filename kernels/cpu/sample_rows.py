@@ -1,7 +1,7 @@
 """The CPU path's dense route: each row under its mask, then greedy or one draw.
 
 Greedy rows take the first maximal allowed column; sampled rows invert the CDF of
-softmax(x / T) over the allowed columns with one `uniform_cpu` draw (see sample_cpu.py). An
+softmax(x / T) over the allowed columns with one `uniform_cpu` draw (see sample.py). An
 unmasked batch is read in place: the row maxima (a reduction), then ONE pass writes each row's
 weights ``2 ** ((x - max) * log2(e) / T)`` into a reused workspace, whose 64-column chunk sums
 place the draw (`inverse_cdf.invert_chunked`); the argmax runs only on greedy rows.

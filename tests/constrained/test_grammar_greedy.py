@@ -1,4 +1,4 @@
-"""The CPU grammar path's greedy route (`sample_grammar_cpu.greedy_grammar`) against the spec.
+"""The CPU grammar path's greedy route (`kernels/cpu/sample_grammar.py`'s `greedy_grammar`) against the spec.
 
 Each case is built to take one route (a few set bits walked in Python, sparse words read in
 place, the unmasked maximum kept, the masked argmax after a miss, the torch routes for a row the
