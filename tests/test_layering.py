@@ -287,6 +287,16 @@ def test_the_checker_reads_lazy_relative_and_type_only_imports(tmp_path: Path) -
     assert any(v.startswith("thinkgate.engine.sequence -> ") for v in found), found
 
 
+def test_every_engine_room_is_mapped_and_has_a_readme() -> None:
+    folders = {p.name for p in (ROOT / "engine").iterdir()
+               if p.is_dir() and (p / "__init__.py").is_file()}
+    assert folders == set(ENGINE_ROOMS)
+    for room in ENGINE_ROOMS:
+        text = (ROOT / "engine" / room / "README.md").read_text()
+        assert "| file | responsibility |" in text, room
+        assert f"`{room}/`" in (ROOT / "engine" / "README.md").read_text(), room
+
+
 def test_the_config_knows_the_structured_rooms_backends() -> None:
     """config.py checks the backend name without importing the room; the two lists agree."""
     from thinkgate.engine.config import STRUCTURED_OUTPUTS_BACKENDS
