@@ -32,7 +32,7 @@ from thinkgate.engine.structured.canonical import (
     _check_schema,
     canonical_constraint,
 )
-from thinkgate.engine.structured.json_any_order import may_reorder
+from thinkgate.engine.structured.json_object_lark import may_reorder
 from thinkgate.engine.structured.json_schema_rules import (
     closed_objects,
     map_tag_schemas,

@@ -23,25 +23,17 @@ which each object it converts takes its members in any order:
   a rule per set written (up to `MAX_ANY_ORDER` of them) or come in the declared order or the
   order `required` lists them (a valid instance in a third order is refused, never an
   invalid one taken);
-- `patternProperties` (compact separators, ASCII declared names none of the patterns
-  matches): a pattern member's key is written without escapes in printable ASCII, so the
-  pattern (a subset of ECMA regex: `pattern_key`) reads the key as written; such members,
-  and additional ones (no pattern matching their key), come as extra members do;
-- an open object also takes extra members once
-  every required property is written (so a search for a short completion, or a model, cannot
-  wander among extra keys before the required ones); an extra key is a JSON string that is no
-  spelling of a declared name (as is, `\\/`, `\\u` escapes of non-ASCII characters; ASCII ones
-  may not be `\\u`-escaped in an extra key), so no escape can repeat a declared key or give it
-  a value of another type (extra keys among themselves: the repeated-key checks, json_keys.py);
-- a declared key is written as JSON text (the name as is, or with `\\u` escapes for non-ASCII);
-- everything else (strings, numbers, `oneOf`, `allOf`, objects with keywords the conversion
-  does not cover: `minProperties`, ...) is `%json` of its sub-schema
-  with the request's whitespace options, carrying the `definitions` / `$defs` its `$ref`s
-  need; `$ref`s become rules (recursion stays recursion); arrays (`items`, `minItems`,
-  `maxItems`), `anyOf`, and the `anyOf` of required-key sets the schema rewrites write are
-  converted when an object inside them takes another order (an `anyOf` beside a `type` with
-  the type moved into its branches; `anyOf` / `allOf` of required-key sets, nested, in
-  their disjunctive form).
+- `patternProperties` members (compact separators, ASCII names no pattern matches; keys
+  written without escapes, so a pattern reads the key as written: `pattern_key`) and extra
+  members come once every required member is written (so a completion search or a model does
+  not wander among them first); an extra key is no spelling of a declared name (json_object_
+  lark.py), repeats among them are the key checks' (json_keys.py);
+- everything else (strings, numbers, objects with keywords the conversion does not cover) is
+  `%json` of its sub-schema with the request's whitespace options and the `definitions` its
+  `$ref`s need; `$ref`s become rules (recursion stays recursion); arrays, `anyOf`, and an
+  object's branches (json_branches.py: key sets, a discriminator, object branches merged with
+  the node, a node's `type` moved into its `anyOf`) are converted when an object inside them
+  takes another order.
 
 Sizes: 2^n rules for n properties, and llguidance compiles a lark rule in ~20 us, so objects
 past `MAX_ANY_ORDER` properties, or past `MAX_ANY_ORDER_RULES` in one schema, keep declared
@@ -62,6 +54,12 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
+from thinkgate.engine.structured.json_branches import (
+    ANY_TYPE_KEYS,
+    merged_branches,
+    required_branches,
+    typed,
+)
 from thinkgate.engine.structured.json_object_lark import (
     WS,
     any_order,
@@ -93,9 +91,7 @@ _OBJECT_KEYS = frozenset({
     "patternProperties", "propertyNames", "dependencies", "dependentRequired",
     "dependentSchemas", "unevaluatedProperties"})
 # keywords that assert on every type: a node with one is written as %json (or its anyOf kept)
-_ANY_TYPE_KEYS = frozenset({"enum", "const", "anyOf", "oneOf", "allOf", "not", "if", "then",
-                            "else", "$ref", "$dynamicRef", "$recursiveRef"})
-_MAX_BRANCHES = 32  # objects one anyOf / allOf of required-key sets may become
+_ANY_TYPE_KEYS = ANY_TYPE_KEYS
 _MAX_ITEMS = 1000  # array bounds written as lark repetitions up to this count
 _NOT_OBJECT = ["null", "boolean", "number", "string", "array"]
 
@@ -144,24 +140,6 @@ def any_order_lark(schema: Any, json_text: Callable[[Any], str], any_whitespace:
     """`any_order_grammar`'s lark text alone."""
     found = any_order_grammar(schema, json_text, any_whitespace, max_any_order, max_rules)
     return None if found is None else found.lark
-
-
-def may_reorder(schema: Any) -> bool:
-    """Whether llguidance may take an object of `schema` in another order than declared (an
-    object with properties, but a closed one whose every property is required, OpenAI's
-    strict-mode shape, listed in `required` in the declared order): xgrammar, which keeps
-    declared order, would then accept less (grammar_compile.py promotes a hot schema only
-    when both accept the same)."""
-    for sub, _ in subschemas(schema):
-        props = sub.get("properties")
-        if not isinstance(props, dict) or not props:
-            continue
-        required = sub.get("required", [])
-        if sub.get("additionalProperties") is not False or not isinstance(required, list) or (
-                set(props) - set(required)) or [r for r in dict.fromkeys(required)
-                                                if r in props] != list(props):
-            return True
-    return False
 
 
 def _without_annotations(schema: dict[str, Any]) -> dict[str, Any]:
@@ -275,7 +253,7 @@ class _Writer:
     def _convert(self, schema: dict[str, Any], keys: set[str]) -> str | None:
         if keys in ({"anyOf"}, {"anyOf", "type"}) and isinstance(schema["anyOf"], list) and (
                 schema["anyOf"]):
-            branches = [self.typed(b, schema.get("type")) for b in schema["anyOf"]]
+            branches = [typed(b, schema.get("type"), self._resolve) for b in schema["anyOf"]]
             if any(b is None for b in branches):
                 return None
             alts = [self.value(b) for b in branches]
@@ -292,9 +270,9 @@ class _Writer:
                 "anyOf", "allOf", "properties", "required", "additionalProperties",
                 "patternProperties"}:
             return None
-        branches = self.required_branches(schema)
+        branches = required_branches(schema)
         if branches is None and "anyOf" in schema:  # object branches: each merged with it
-            merged = self.merged_branches(schema)
+            merged = merged_branches(schema, self._resolve)
             if merged is None:
                 return None
             return self.rule(" | ".join(dict.fromkeys(self.value(b) for b in merged)))
@@ -311,24 +289,6 @@ class _Writer:
         if not alts:
             return None
         return self.rule(" | ".join(alts)) if len(alts) > 1 else alts[0]
-
-    def typed(self, branch: Any, types: Any) -> Any:
-        """`branch` of an `anyOf` whose node also says `type: types`, as one schema: the type
-        moved into it (or into the target of its `$ref`; a branch with the same type as is);
-        None where that would change its meaning."""
-        if types is None:
-            return branch
-        if not isinstance(branch, dict):
-            return None
-        target = self._resolve(branch["$ref"]) if set(branch) - ANNOTATIONS == {"$ref"} and (
-            isinstance(branch["$ref"], str)) else branch
-        if not isinstance(target, dict):
-            return None
-        if "type" in target:
-            return branch if target["type"] == types else None
-        if any(k in target for k in _ANY_TYPE_KEYS | {"definitions", "$defs"}):
-            return None
-        return {**target, "type": types}
 
     def ref(self, ref: str) -> str:
         if ref not in self._refs:
@@ -366,50 +326,6 @@ class _Writer:
         if schema.get("minItems", 0) > 0:
             return self.rule(items)
         return self.rule(f'"[" {self.ws}"]" | {items}')
-
-    def required_branches(self, schema: dict[str, Any]) -> list[dict[str, Any]] | None:
-        """The object as branches without `anyOf` / `allOf`: `anyOf` / `allOf` of key sets
-        (`required`, properties set to false, as the schema rewrites write them for `oneOf`,
-        `not` and `dependencies`, or to a schema, as a discriminator's `const`), nested in any
-        way, become the object merged with each set of its disjunctive form (at most
-        `_MAX_BRANCHES`); any other `anyOf` / `allOf` None."""
-        own = schema.get("type") in ("object", ["object"])
-        sets = _key_sets({k: schema[k] for k in ("anyOf", "allOf") if k in schema}, own)
-        if sets is None or not isinstance(schema.get("properties", {}), dict):
-            return None
-        out = []
-        for required, constrained in sets:
-            props = _merged(schema.get("properties", {}), schema.get("additionalProperties"),
-                            constrained, bool(schema.get("patternProperties")))
-            if props is None:
-                return None
-            out.append({**schema, "properties": props,
-                        "required": list(dict.fromkeys([*schema.get("required", []),
-                                                        *required]))})
-        return out
-
-    def merged_branches(self, schema: dict[str, Any]) -> list[dict[str, Any]] | None:
-        """An object node with an `anyOf` of object schemas (or `$ref`s to them) as one object
-        per branch, the node's members and the branch's both holding: a key's schemas side by
-        side (`allOf`), a key one side does not list held by that side's
-        `additionalProperties`; None for other branches (or `allOf`, `patternProperties`)."""
-        if "allOf" in schema or not isinstance(schema["anyOf"], list) or not schema["anyOf"]:
-            return None
-        base = {k: v for k, v in schema.items() if k != "anyOf"}
-        out = []
-        for branch in schema["anyOf"]:
-            if isinstance(branch, dict) and set(branch) - ANNOTATIONS == {"$ref"} and (
-                    isinstance(branch["$ref"], str)):
-                branch = self._resolve(branch["$ref"])
-            if not isinstance(branch, dict) or set(branch) - ANNOTATIONS - {
-                    "type", "properties", "required", "additionalProperties"} or branch.get(
-                    "type", "object") not in ("object", ["object"]):
-                return None
-            merged = _merge_objects(base, branch)
-            if merged is None:
-                return None
-            out.append(merged)
-        return out
 
     def object(self, schema: dict[str, Any]) -> str | None:
         """The rules of one object; None: written as %json; "" no instance (a branch that
@@ -514,90 +430,6 @@ class _Writer:
             alts.append(f"{self.rule(body, 'K')} {self.colon}{self.value(extra)}")
         self.key_checks = True
         return self.rule(" | ".join(alts), "m")
-
-KeySet = tuple[list[str], list[tuple[str, Any]]]  # required keys, (key, its schema) if present
-
-
-def _key_sets(node: Any, objects_only: bool) -> list[KeySet] | None:
-    """The disjunctive form of a node that says only which keys are present (`required`),
-    absent (a property set to false) or what a key holds if present (a property's schema,
-    e.g. the `const` of a discriminator), through `anyOf` / `allOf`: a list of key sets, or
-    None for anything else (or past `_MAX_BRANCHES`). `type: object` is allowed in it where
-    the object's own type is object alone."""
-    if not isinstance(node, dict) or set(node) - ANNOTATIONS - {
-            "required", "properties", "anyOf", "allOf", "type"}:
-        return None
-    if "type" in node and not (objects_only and node["type"] in ("object", ["object"])):
-        return None
-    required, props = node.get("required", []), node.get("properties", {})
-    if not isinstance(required, list) or not all(isinstance(r, str) for r in required) or (
-            not isinstance(props, dict)):
-        return None
-    out: list[KeySet] = [(list(required), list(props.items()))]
-    groups = [node["anyOf"]] if "anyOf" in node else []
-    every = node.get("allOf", [])
-    if not isinstance(every, list):
-        return None
-    groups += [[item] for item in every]
-    for group in groups:
-        if not isinstance(group, list) or not group:
-            return None
-        alts = []
-        for alt in group:
-            found = _key_sets(alt, objects_only)
-            if found is None:
-                return None
-            alts.extend(found)
-        out = [(r1 + r2, p1 + p2) for r1, p1 in out for r2, p2 in alts]
-        if len(out) > _MAX_BRANCHES:
-            return None
-    return out
-
-
-def _merged(props: dict[str, Any], extra: Any, constrained: list[tuple[str, Any]],
-            patterns: bool) -> dict[str, Any] | None:
-    """An object's properties with a branch's constraints on them (`_key_sets`): false keeps
-    a key out, a schema holds beside the key's own (`allOf`), or the extra members' where the
-    object does not list the key; None where pattern members may hold it too."""
-    out = dict(props)
-    for key, sub in constrained:
-        own = out.get(key, extra if extra is not None else True)
-        if sub is True or own is False or sub == own:
-            continue
-        if key not in out and patterns:
-            return None
-        out[key] = sub if sub is False or own is True or own == {} else {"allOf": [own, sub]}
-    return out
-
-
-def _merge_objects(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
-    """One object schema holding where both `a` (with its other keywords) and `b` (members
-    only) hold, or None (pattern members, or lists where maps belong)."""
-    props_a, props_b = a.get("properties", {}), b.get("properties", {})
-    req_a, req_b = a.get("required", []), b.get("required", [])
-    if "patternProperties" in a or not all(isinstance(x, dict) for x in (props_a, props_b)) or (
-            not all(isinstance(x, list) for x in (req_a, req_b))):
-        return None
-    extra_a, extra_b = a.get("additionalProperties", True), b.get("additionalProperties", True)
-    props = {k: _both(props_a.get(k, extra_a), props_b.get(k, extra_b))
-             for k in [*props_a, *(k for k in props_b if k not in props_a)]}
-    out = {**a, "properties": props, "required": list(dict.fromkeys([*req_a, *req_b])),
-           "additionalProperties": _both(extra_a, extra_b)}
-    if "type" in b and "type" not in a:
-        out["type"] = "object"
-    return out
-
-
-def _both(a: Any, b: Any) -> Any:
-    """A schema both `a` and `b` hold for."""
-    if a is True or a == {} or a == b:
-        return b
-    if b is True or b == {}:
-        return a
-    if a is False or b is False:
-        return False
-    return {"allOf": [a, b]}
-
 
 def _compiles(pattern: str) -> bool:
     try:

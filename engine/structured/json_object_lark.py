@@ -14,6 +14,9 @@ The separators are llguidance's JSON ones: compact `", "` / `": "`, or `WS?` aro
 from __future__ import annotations
 
 import re
+from typing import Any
+
+from thinkgate.engine.structured.json_schema_rules import subschemas
 
 # an extra key: a JSON string whose `\u` escapes spell non-ASCII characters only (an ASCII one
 # has its own spelling), so the spellings of the declared names to keep out stay short
@@ -238,3 +241,21 @@ def _key_regex(pattern: str) -> str | None:
     if in_class or depth:
         return None
     return '"' + ("" if start else ".*") + "(?:" + "".join(out) + ")" + ("" if end else ".*") + '"'
+
+
+def may_reorder(schema: Any) -> bool:
+    """Whether llguidance may take an object of `schema` in another order than declared (an
+    object with properties, but a closed one whose every property is required, OpenAI's
+    strict-mode shape, listed in `required` in the declared order): xgrammar, which keeps
+    declared order, would then accept less (grammar_compile.py promotes a hot schema only
+    when both accept the same)."""
+    for sub, _ in subschemas(schema):
+        props = sub.get("properties")
+        if not isinstance(props, dict) or not props:
+            continue
+        required = sub.get("required", [])
+        if sub.get("additionalProperties") is not False or not isinstance(required, list) or (
+                set(props) - set(required)) or [r for r in dict.fromkeys(required)
+                                                if r in props] != list(props):
+            return True
+    return False

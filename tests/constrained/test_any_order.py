@@ -86,7 +86,7 @@ def test_closed_objects_of_required_members_keep_the_declared_order(guidance: Gr
     """OpenAI's strict-mode shape (closed, every member required): its outputs come in the
     schema's key order, the next key stays forced, and a hot schema may still move to
     xgrammar. A closed object with optional members takes them in any order."""
-    from thinkgate.engine.structured.json_any_order import may_reorder
+    from thinkgate.engine.structured.json_object_lark import may_reorder
 
     strict = {"type": "object", "properties": {"name": {"type": "string"},
                                                "age": {"type": "integer"}},
