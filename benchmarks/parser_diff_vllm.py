@@ -160,7 +160,9 @@ def norm(reasoning: Any, content: Any, calls: Any) -> tuple:
     return (reasoning or None, content or None, out)
 
 
-def vllm_parser(tool: str | None, reasoning: str | None, ckw: dict) -> tuple:
+def vllm_parser(tool: str | None, reasoning: str | None, ckw: dict,
+                tools: list[dict] | None = None, drop: tuple[str, ...] = (),
+                special: bool | None = None) -> tuple:
     """A fresh vLLM parser for one output, its request and the stand-in tokenizer. Harmony
     runs use gpt-oss's own vocabulary; tool runs declare no special tokens (vLLM's engine
     parsers drop the text of every special token their grammar does not name, and a marker
@@ -171,12 +173,14 @@ def vllm_parser(tool: str | None, reasoning: str | None, ckw: dict) -> tuple:
     name = tool or reasoning or ""
     reasoning = reasoning or PAIRED_REASONING.get(tool or "")
     harmony = name in HARMONY
+    markers = [m for m in markers_of(tool, reasoning) if m not in drop]
     tok = HarmonyTokenizer() if harmony else CharTokenizer(
-        markers_of(tool, reasoning), special=tool is None, extra=EXTRA_VOCAB.get(name, ()))
+        markers, special=tool is None if special is None else special,
+        extra=EXTRA_VOCAB.get(name, ()))
     cls = ParserManager.get_parser(tool_parser_name=tool, reasoning_parser_name=reasoning,
                                    enable_auto_tools=tool is not None, is_harmony=harmony)
     request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}],
-                                    tools=TOOLS if tool else None,
+                                    tools=(tools or TOOLS) if tool else None,
                                     chat_template_kwargs=ckw or None)
     try:
         parser = cls(tok, request.tools, chat_template_kwargs=ckw)
@@ -185,8 +189,13 @@ def vllm_parser(tool: str | None, reasoning: str | None, ckw: dict) -> tuple:
     return parser, request, tok
 
 
-def vllm_parse(tool: str | None, reasoning: str | None, text: str, ckw: dict) -> tuple:
-    parser, request, _ = vllm_parser(tool, reasoning, ckw)
+def vllm_parse(tool: str | None, reasoning: str | None, text: str, ckw: dict,
+               tools: list[dict] | None = None, drop: tuple[str, ...] = (),
+               special: bool | None = None) -> tuple:
+    """vLLM's non-streamed result; `drop`: markers the stand-in vocabulary lacks (`[ARGS]`
+    for a pre-v11 Mistral tokenizer); `special`: the markers are special tokens (default:
+    in reasoning-only runs)."""
+    parser, request, _ = vllm_parser(tool, reasoning, ckw, tools, drop, special)
     ids = harmony_ids(text) if (tool or reasoning) in HARMONY else ()
     r, c, calls = parser.parse(text, request, enable_auto_tools=tool is not None,
                                model_output_token_ids=ids)
@@ -194,9 +203,10 @@ def vllm_parse(tool: str | None, reasoning: str | None, text: str, ckw: dict) ->
 
 
 def vllm_parse_streamed(tool: str | None, reasoning: str | None, text: str,
-                        ckw: dict) -> tuple | None:
+                        ckw: dict, tools: list[dict] | None = None,
+                        drop: tuple[str, ...] = (), special: bool | None = None) -> tuple | None:
     """vLLM's streamed result (one token per delta), or None where vLLM cannot stream it."""
-    parser, request, tok = vllm_parser(tool, reasoning, ckw)
+    parser, request, tok = vllm_parser(tool, reasoning, ckw, tools, drop, special)
     try:
         return norm(*vllm_stream(parser, request, tok, text))
     except Exception:  # noqa: BLE001 - a stream vLLM cannot run proves nothing
