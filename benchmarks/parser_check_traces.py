@@ -47,10 +47,12 @@ def expected(case: dict[str, Any]) -> tuple:
 
 
 def vllm_result(tool: str | None, reasoning: str | None, case: dict[str, Any],
-                streamed: bool = False, special: bool | None = None) -> tuple | None:
-    """vLLM's result for the case, non-streamed or (`streamed`) one token per delta."""
+                streamed: bool = False, special: bool | None = None,
+                vocab: tuple[str, ...] = ()) -> tuple | None:
+    """vLLM's result for the case, non-streamed or (`streamed`) one token per delta; `vocab`:
+    tokens the group's tokenizer adds (Hunyuan 4's suffixed tags)."""
     args = (tool, reasoning, case["text"], case.get("chat_template_kwargs") or {})
-    kw = {"tools": named_tools(case) if tool else None, "special": special,
+    kw = {"tools": named_tools(case) if tool else None, "special": special, "add": vocab,
           # a pre-v11 Mistral tokenizer has no `[ARGS]` token
           "drop": ("[ARGS]",) if case["name"].startswith("pre_v11") else ()}
     if streamed:
@@ -61,16 +63,18 @@ def vllm_result(tool: str | None, reasoning: str | None, case: dict[str, Any],
         return ("error", type(e).__name__, str(e)[:160])
 
 
-def agrees(tool: str | None, rname: str | None, case: dict[str, Any]) -> tuple[bool, tuple]:
+def agrees(tool: str | None, rname: str | None, case: dict[str, Any],
+           vocab: tuple[str, ...] = ()) -> tuple[bool, tuple]:
     """Whether vLLM gives the case's expectation (with the markers as plain text or as special
     tokens: the stand-in cannot know which the real vocabulary has), and its result."""
-    want, got = expected(case), vllm_result(tool, rname, case)
+    want, got = expected(case), vllm_result(tool, rname, case, vocab=vocab)
     if want == got:
         return True, got
-    if want == vllm_result(tool, rname, case, special=tool is not None):
+    if want == vllm_result(tool, rname, case, special=tool is not None, vocab=vocab):
         return True, got
     # a case from one of vLLM's streaming tests: its stream is the expectation
-    return "streaming" in case["name"] and want == vllm_result(tool, rname, case, True), got
+    return "streaming" in case["name"] and want == vllm_result(tool, rname, case, True,
+                                                               vocab=vocab), got
 
 
 def check_file(path: Path, seen: set[str]) -> dict[str, list]:
@@ -79,9 +83,11 @@ def check_file(path: Path, seen: set[str]) -> dict[str, list]:
     out: dict[str, list] = {"exact": [], "listed": [], "stale note": [], "unlisted": [],
                             "skipped": [], "duplicate": []}
     for group in json.loads(path.read_text()):
-        if group.get("tokenizer"):  # template-driven formats (hf/beam): no stand-in
+        tok = group.get("tokenizer") or {}
+        if tok.get("chat_template") is not None:  # template-driven formats (hf/beam)
             out["skipped"] += [(c["name"], None, None) for c in group["cases"]]
             continue
+        vocab = tuple(tok.get("vocab") or ())
         for rname in group.get("parsers") or [group.get("reasoning_parser")]:
             tool = group.get("tool_parser")
             for case in group["cases"]:
@@ -91,7 +97,7 @@ def check_file(path: Path, seen: set[str]) -> dict[str, list]:
                     out["duplicate"].append((case["name"], case, None))
                     continue
                 seen.add(key)
-                same, got = agrees(tool, rname, case)
+                same, got = agrees(tool, rname, case, vocab)
                 kind = ("stale note" if same else "listed") if "note" in case else (
                     "exact" if same else "unlisted")
                 out[kind].append((f"{rname}+{tool}:{case['name']}", case, got))

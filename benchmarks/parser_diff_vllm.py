@@ -162,7 +162,7 @@ def norm(reasoning: Any, content: Any, calls: Any) -> tuple:
 
 def vllm_parser(tool: str | None, reasoning: str | None, ckw: dict,
                 tools: list[dict] | None = None, drop: tuple[str, ...] = (),
-                special: bool | None = None) -> tuple:
+                special: bool | None = None, add: tuple[str, ...] = ()) -> tuple:
     """A fresh vLLM parser for one output, its request and the stand-in tokenizer. Harmony
     runs use gpt-oss's own vocabulary; tool runs declare no special tokens (vLLM's engine
     parsers drop the text of every special token their grammar does not name, and a marker
@@ -173,7 +173,7 @@ def vllm_parser(tool: str | None, reasoning: str | None, ckw: dict,
     name = tool or reasoning or ""
     reasoning = reasoning or PAIRED_REASONING.get(tool or "")
     harmony = name in HARMONY
-    markers = [m for m in markers_of(tool, reasoning) if m not in drop]
+    markers = [m for m in markers_of(tool, reasoning) if m not in drop] + list(add)
     tok = HarmonyTokenizer() if harmony else CharTokenizer(
         markers, special=tool is None if special is None else special,
         extra=EXTRA_VOCAB.get(name, ()))
@@ -191,11 +191,11 @@ def vllm_parser(tool: str | None, reasoning: str | None, ckw: dict,
 
 def vllm_parse(tool: str | None, reasoning: str | None, text: str, ckw: dict,
                tools: list[dict] | None = None, drop: tuple[str, ...] = (),
-               special: bool | None = None) -> tuple:
+               special: bool | None = None, add: tuple[str, ...] = ()) -> tuple:
     """vLLM's non-streamed result; `drop`: markers the stand-in vocabulary lacks (`[ARGS]`
     for a pre-v11 Mistral tokenizer); `special`: the markers are special tokens (default:
-    in reasoning-only runs)."""
-    parser, request, _ = vllm_parser(tool, reasoning, ckw, tools, drop, special)
+    in reasoning-only runs); `add`: more tokens (Hunyuan 4's suffixed tags)."""
+    parser, request, _ = vllm_parser(tool, reasoning, ckw, tools, drop, special, add)
     ids = harmony_ids(text) if (tool or reasoning) in HARMONY else ()
     r, c, calls = parser.parse(text, request, enable_auto_tools=tool is not None,
                                model_output_token_ids=ids)
@@ -204,9 +204,10 @@ def vllm_parse(tool: str | None, reasoning: str | None, text: str, ckw: dict,
 
 def vllm_parse_streamed(tool: str | None, reasoning: str | None, text: str,
                         ckw: dict, tools: list[dict] | None = None,
-                        drop: tuple[str, ...] = (), special: bool | None = None) -> tuple | None:
+                        drop: tuple[str, ...] = (), special: bool | None = None,
+                        add: tuple[str, ...] = ()) -> tuple | None:
     """vLLM's streamed result (one token per delta), or None where vLLM cannot stream it."""
-    parser, request, tok = vllm_parser(tool, reasoning, ckw, tools, drop, special)
+    parser, request, tok = vllm_parser(tool, reasoning, ckw, tools, drop, special, add)
     try:
         return norm(*vllm_stream(parser, request, tok, text))
     except Exception:  # noqa: BLE001 - a stream vLLM cannot run proves nothing

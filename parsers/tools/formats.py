@@ -9,6 +9,7 @@ from .formats_xml import SPECS as _XML_SPECS
 from .k2_horizon import K2HorizonFormat
 from .minicpm5 import MiniCPM5Format
 from .spec import ToolSpec
+from .suffixed import suffixed_factory
 from .tool_format import SpecToolFormat
 
 TOOL_SPECS: dict[str, ToolSpec] = {s.name: s for s in (*_JSON_SPECS, *_XML_SPECS)}
@@ -17,4 +18,6 @@ _FORMAT_CLASSES = {"k2_horizon": K2HorizonFormat, "minicpm5": MiniCPM5Format}  #
 
 for _name, _spec in TOOL_SPECS.items():
     register_tool_parser(_name)(_FORMAT_CLASSES.get(_name, SpecToolFormat)(_spec))
+# Hunyuan 4 checkpoints may suffix their tags (`<tool_calls:opensource>`): read from the vocabulary
+register_tool_parser("hy_v4")(suffixed_factory(TOOL_SPECS["hy_v4"]))
 

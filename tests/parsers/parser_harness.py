@@ -2,7 +2,8 @@
 
 A trace file is JSON: a list of groups `{"reasoning_parser", "tool_parser", "parsers",
 "tokenizer", "cases"}` (`parsers` runs the same cases under several reasoning-parser names;
-`tokenizer` is `{"chat_template": ...}` for template-driven formats). A case is
+`tokenizer` is `{"chat_template": ...}` for template-driven formats, `{"vocab": {...}}` for
+formats that read tokens from the vocabulary). A case is
 `{"name", "text", "reasoning", "content", "tool_calls": [{"name", "arguments", "id"}], "comment",
 "chat_template_kwargs", "tools", "allow_markers": [...], "note"}`; `arguments` is a JSON
 object; a call's `id` is optional (the format's own id, checked when given); `note` says why a case departs from vLLM. Tool traces use the same keys with
@@ -24,11 +25,17 @@ CHUNKINGS = ("1", "2", "3", "7", "rand0", "rand1", "rand2")
 
 
 class TemplateTokenizer:
-    """Just enough of a HF tokenizer for formats read from the model's files."""
+    """Just enough of a HF tokenizer for formats read from the model's files (the chat
+    template, `init_kwargs`, and `vocab`: tokens a format looks up, as Hunyuan 4's tag suffix)."""
 
-    def __init__(self, chat_template: str = "", **init_kwargs: Any) -> None:
+    def __init__(self, chat_template: str = "", vocab: dict[str, int] | None = None,
+                 **init_kwargs: Any) -> None:
         self.chat_template = chat_template
         self.init_kwargs = init_kwargs
+        self._vocab = dict(vocab or {})
+
+    def get_vocab(self) -> dict[str, int]:
+        return self._vocab
 
 
 def load_cases(subdir: str) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
