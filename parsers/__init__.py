@@ -45,8 +45,10 @@ def get_parser(tool_parser: str | None = None, reasoning_parser: str | None = No
                tokenizer: Any = None) -> Parser:
     """A parser for vLLM's `--tool-call-parser` / `--reasoning-parser` names (either may be None).
 
-    Unknown names raise ValueError listing the known ones.
+    Unknown names raise ValueError listing the known ones. A tool format that splits its own
+    thinking (Cohere's, as vLLM's) brings its reasoning parser when none is named.
     """
-    reasoning = get_reasoning_format(reasoning_parser, tokenizer) if reasoning_parser else None
     tool = get_tool_format(tool_parser, tokenizer) if tool_parser else None
+    reasoning_parser = reasoning_parser or (tool.reasoning_parser if tool is not None else None)
+    reasoning = get_reasoning_format(reasoning_parser, tokenizer) if reasoning_parser else None
     return Parser(reasoning, tool, tokenizer)

@@ -95,3 +95,47 @@ def _prefix_at_end(s: str, start: int, marker: str) -> int:
         if marker.startswith(s[len(s) - k:]):
             return k
     return 0
+
+
+class CohereCitations:
+    """Cohere's grounded answers cite sources inline: `<co>cited text</co: 0:[1,2]>`. vLLM's
+    Cohere parsers (its `cohere_melody` filter) return the cited text without the tags: `<co>`
+    opens a citation (inside one it is text), `</co: ...>` closes it (outside one it is text).
+    A closing tag cut off by the end of the output is dropped; `<co>` with nothing after it
+    too."""
+
+    OPEN, CLOSE = "<co>", "</co: "
+    MAX_SPEC = 256  # a closing tag's `0:[1,2],..` list longer than this is text, not a tag
+
+    def __init__(self) -> None:
+        self._inside = False
+        self._held = ""
+
+    def feed(self, text: str, final: bool = False) -> str:
+        s, self._held = self._held + text, ""
+        out: list[str] = []
+        i, n = 0, len(s)
+        while i < n:
+            tag = self.CLOSE if self._inside else self.OPEN
+            j = s.find(tag, i)
+            if j < 0:
+                keep = 0 if final else _prefix_at_end(s, i, tag)
+                out.append(s[i:n - keep])
+                self._held = s[n - keep:]
+                break
+            out.append(s[i:j])
+            if not self._inside:
+                self._inside, i = True, j + len(tag)
+                continue
+            k = s.find(">", j + len(tag), j + len(tag) + self.MAX_SPEC)
+            if k < 0:
+                if n - j <= self.MAX_SPEC and not final:
+                    self._held = s[j:]  # a closing tag still being written
+                    break
+                if final and n - j <= self.MAX_SPEC:
+                    break  # cut off inside the closing tag: dropped
+                out.append(s[j:j + len(tag)])
+                i = j + len(tag)
+                continue
+            self._inside, i = False, k + 1
+        return "".join(out)

@@ -115,6 +115,8 @@ class ToolFormat:
         a section again (xLAM's `<think>..</think>[{...}]`, read as vLLM does).
     reasoning_end_markers: the start markers that end reasoning implicitly (None: every one;
         DeepSeek-V4's bare `<｜DSML｜invoke` drafted in thinking is thinking).
+    reasoning_parser: the reasoning parser used when none is named (vLLM's Cohere tool parsers
+        split the thinking themselves).
     """
 
     start_markers: tuple[str, ...] = ()
@@ -126,6 +128,7 @@ class ToolFormat:
     content_drop: tuple[str, ...] = ()
     anchor_after: tuple[str, ...] = ()
     reasoning_end_markers: tuple[str, ...] | None = None
+    reasoning_parser: str | None = None
 
     def __init__(self, tokenizer: Any = None) -> None:
         self.tokenizer = tokenizer

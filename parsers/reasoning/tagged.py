@@ -13,6 +13,7 @@ from thinkgate.parsers.reasoning_format import (
     kwarg_switch,
 )
 from thinkgate.parsers.registry import register_reasoning_parser
+from thinkgate.parsers.text_filters import CohereCitations
 
 
 def tagged(name: str, start: tuple[str, ...], end: tuple[str, ...], **kw: object) -> None:
@@ -53,11 +54,12 @@ tagged("gemma4", ("<|channel>",), ("<channel|>",), reasoning_head=("thought",), 
 tagged("mistral", ("[THINK]", "<think>"), ("[/THINK]", "</think>"), whitespace="trail",
        implicit_end=("[TOOL_CALLS]",),
        description="Mistral/Magistral: `[THINK]` special tokens (v13+) or `<think>` text (v11)")
-# vLLM runs Cohere's own filter (cohere_melody): see whitespace "rstrip". Command 4 starts in
+# vLLM runs Cohere's own filter (cohere_melody): see whitespace "rstrip"; citation tags are
+# dropped (`<co>..</co: 0:[1]>`, CohereCitations). Command 4 starts in
 # thinking and also unwraps `<|START_TEXT|>`; Command 3 starts as the answer.
 _COHERE_ANSWER = ("<|START_RESPONSE|>", "<|END_RESPONSE|>")
 tagged("cohere_command3", ("<|START_THINKING|>",), ("<|END_THINKING|>",), whitespace="rstrip",
-       content_drop=("<|END_THINKING|>", *_COHERE_ANSWER),
+       content_drop=("<|END_THINKING|>", *_COHERE_ANSWER), text_filter=CohereCitations,
        implicit_end=("<|START_ACTION|>", "<|START_RESPONSE|>"),
        description="Cohere Command A/R: answer inside `<|START_RESPONSE|>`")
 register_reasoning_parser("cohere_command4")(ReasoningFormat(
@@ -65,6 +67,7 @@ register_reasoning_parser("cohere_command4")(ReasoningFormat(
     prefilled=True, reopen=True, whitespace="rstrip",
     implicit_end=("<|START_ACTION|>", "<|START_RESPONSE|>", "<|START_TEXT|>"),
     content_drop=("<|END_THINKING|>", *_COHERE_ANSWER, "<|START_TEXT|>", "<|END_TEXT|>"),
+    text_filter=CohereCitations,
     description="Cohere Command A Reasoning: thinking first; answer inside `<|START_TEXT|>`"))
 # Kimi K3's template ends the prompt with `<|open|>think<|sep|>` unless thinking is off
 register_reasoning_parser("kimi_k3")(ReasoningFormat(

@@ -59,10 +59,12 @@ SPECS = [
     ToolSpec("apertus", (Region(("<|tools_prefix|>",), "json_list", end=("<|tools_suffix|>",),
                                 single_key=True),), "Swiss AI Apertus", keep_ws=True,
              verbatim=True),
+    # vLLM's Cohere tool parsers split the thinking themselves: without a reasoning parser
+    # named, the family's is used
     ToolSpec("cohere_command3", (_COHERE,), "Cohere Command R / R+", content_drop=_COHERE_DROP,
-             verbatim=True),
+             verbatim=True, reasoning="cohere_command3"),
     ToolSpec("cohere_command4", (_COHERE,), "Cohere Command A", content_drop=_COHERE_DROP,
-             verbatim=True),
+             verbatim=True, reasoning="cohere_command4"),
     ToolSpec("xlam", (
         Region(("```json",), "json_list", end=("```",)),
         Region(("[TOOL_CALLS]",), "json_list"),

@@ -104,6 +104,7 @@ class ToolSpec:
                                         # `<|open|>response<|sep|>`), with or without reasoning
     notes: str = ""
     aliases: tuple[str, ...] = field(default=())
+    reasoning: str | None = None  # the reasoning parser used when none is named
 
     def __post_init__(self) -> None:
         stray = [m for m in self.anchored if m not in self.start_markers()]

@@ -69,6 +69,7 @@ class SpecToolFormat(ToolFormat):
         self.keeps_whitespace = spec.keep_ws
         self.content_drop = spec.content_drop
         self.keeps_text_verbatim = spec.verbatim
+        self.reasoning_parser = spec.reasoning
         if spec.ends_reasoning_at is not None:
             self.reasoning_end_markers = spec.ends_reasoning_at
         # "[" / "{" are everyday characters in thinking: they must not end it

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from thinkgate.parsers import get_reasoning_format
 from thinkgate.parsers.tools.formats import TOOL_SPECS
 from thinkgate.parsers.tools.grammar import render_calls
 
@@ -105,10 +106,21 @@ def cases(name: str) -> list[dict[str, Any]]:
     return out
 
 
+def _thinks_first(name: str) -> str:
+    """The end marker of the thinking a tool format's own reasoning format starts in (Cohere
+    Command 4's, which vLLM's tool parser splits itself), or ""."""
+    reasoning = TOOL_SPECS[name].reasoning
+    fmt = get_reasoning_format(reasoning) if reasoning else None
+    return fmt.end[0] if fmt is not None and fmt.starts_in_reasoning({}) else ""
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     for name in sorted(TOOL_SPECS):
         group = {"tool_parser": name, "reasoning_parser": None, "cases": cases(name)}
+        end = _thinks_first(name)
+        for case in group["cases"] if end else ():  # the answer comes after the thinking
+            case["text"] = end + case["text"]
         path = OUT / f"{name}.json"
         path.write_text(json.dumps([group], ensure_ascii=False, indent=1) + "\n")
 

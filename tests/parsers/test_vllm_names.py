@@ -49,7 +49,9 @@ def test_our_names_are_vllm_033s() -> None:
 
 @pytest.mark.parametrize("name", VLLM_033_TOOL_PARSERS)
 def test_tool_name_resolves(name: str) -> None:
-    assert get_parser(tool_parser=name).parse("hello").content == "hello"
+    m = get_parser(tool_parser=name).parse("hello")
+    # Cohere Command 4's tool parser splits its thinking itself, and the output starts in it
+    assert (m.reasoning if name == "cohere_command4" else m.content) == "hello"
 
 
 @pytest.mark.parametrize("name", VLLM_033_REASONING_PARSERS)
