@@ -87,9 +87,12 @@ think("minicpmv", whitespace="keep", switch=kwarg_switch("enable_thinking"), dro
 think("seed_oss", whitespace="keep", start=("<seed:think>",), end=("</seed:think>",),
       switch=kwarg_switch("enable_thinking"), implicit_end=("<seed:tool_call>",),
       description="ByteDance Seed-OSS")
-think("plamo3", start=("<|plamo:begin_think:plamo|>",), end=("<|plamo:end_think:plamo|>",),
+# PLaMo's end-of-turn tag `<|plamo:tag|>` ends thinking too, and is dropped wherever it is (with
+# thinking off as well), as vLLM's engine grammar for PLaMo 3 reads it
+think("plamo3", start=("<|plamo:begin_think:plamo|>",),
+      end=("<|plamo:end_think:plamo|>", "<|plamo:tag|>"),
       switch=kwarg_switch("enable_thinking"), reopen=True, whitespace="keep",
-      content_drop=("<|plamo:end_think:plamo|>", "<|plamo:tag|>"),
+      content_drop=("<|plamo:end_think:plamo|>", "<|plamo:tag|>"), drop=("<|plamo:tag|>",),
       partial_marker_drop=len("<|plamo:") + 2,
       implicit_end=("<|plamo:begin_tool_requests:plamo|>",), description="PLaMo 3")
 think("poolside_v1", whitespace="keep", switch=kwarg_switch("thinking", "enable_thinking", default=False),
