@@ -212,7 +212,8 @@ def _cut_argument_dropped(tool: str | None, text: str, mine: Result, theirs: Res
     if name_a != name_b or not isinstance(a, dict) or not isinstance(b, dict) or a == b:
         return False
     cut = [k for k in a if k not in b]
-    return len(cut) == 1 and all(a[k] == v for k, v in b.items()) and isinstance(a[cut[0]], str) \
+    return len(cut) == 1 and all(k in a and a[k] == v for k, v in b.items()) \
+        and isinstance(a[cut[0]], str) \
         and a[cut[0]].rstrip()[-8:] in text.rstrip()[-24:]  # a cut end marker may follow
 
 

@@ -9,7 +9,7 @@ wheel is in, vLLM's CPU engine no longer starts; its parsers import fine):
     /work/venvs/vllm033/bin/pip install --no-deps vllm==0.33.0
     PYTHONPATH=<folder holding thinkgate> /work/venvs/vllm033/bin/python \\
         -m thinkgate.benchmarks.parser_diff_vllm [--n 20] [--kind reasoning] [--only qwen3 ...] \\
-        [--show 3] [--show-listed]
+        [--show 3] [--show-listed] [--fuzz 2000 [--write-fuzz]]
 
 (`cohere-melody` is the filter vLLM's Cohere parsers run.) For every tool and reasoning name a
 seeded generator writes `--n` outputs as the model would: reasoning before the calls (for half
@@ -222,9 +222,36 @@ def ours(tool: str | None, reasoning: str | None, text: str, ckw: dict) -> tuple
                                           for c in m.tool_calls])
 
 
+def compare(tool: str | None, reasoning: str | None, text: str, ckw: dict,
+            ends: tuple[str, ...], marks: tuple[str, ...]) -> tuple[tuple, tuple, str | None]:
+    """Ours, vLLM's (or ("error", ...)), and the listed difference's label (None: unlisted,
+    or equal)."""
+    mine = ours(tool, reasoning, text, ckw)
+    try:
+        theirs = vllm_parse(tool, reasoning, text, ckw)
+    except Exception as e:  # a vLLM failure counts as a disagreement
+        return mine, ("error", type(e).__name__, str(e)[:120]), None
+    if mine == theirs or theirs[0] == "error":
+        return mine, theirs, None
+    return mine, theirs, listed_difference(tool, reasoning, text, mine, theirs,
+                                           vllm_parse_streamed(tool, reasoning, text, ckw),
+                                           ends, marks)
+
+
 def main() -> None:
+    from thinkgate.benchmarks.parser_diff_fuzz import (
+        fuzz_output,
+        fuzz_plan,
+        trace_case,
+        write_traces,
+    )
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=20, help="generated outputs per name")
+    ap.add_argument("--fuzz", type=int, default=0,
+                    help="N fuzz outputs (well-formed and corrupted) over all names, after --n")
+    ap.add_argument("--write-fuzz", action="store_true",
+                    help="write the fuzz outputs that agree or are listed as traces")
     ap.add_argument("--only", nargs="*", default=None, help="names to run (default: all)")
     ap.add_argument("--show", type=int, default=0, help="disagreements to print per name")
     ap.add_argument("--show-listed", action="store_true",
@@ -237,8 +264,17 @@ def main() -> None:
     pairs += [(None, r) for r in names["reasoning"] if r not in SKIP and args.kind != "tool"]
     if args.only:
         pairs = [(t, r) for t, r in pairs if (t or r) in args.only]
+    runs: dict[tuple, list[tuple[str, dict, str]]] = {pair: [] for pair in pairs}
+    for tool, reasoning in pairs:
+        runs[(tool, reasoning)] += [(*generate(tool, reasoning, seed), "gen")
+                                    for seed in range(args.n)]
+    for tool, reasoning, seed in fuzz_plan(pairs, args.fuzz):
+        text, ckw, how = fuzz_output(tool, reasoning, seed)
+        runs[(tool, reasoning)].append((text, ckw, f"fuzz/{seed}_{how}"))
     sums = {"tool": [0, 0, 0], "reasoning": [0, 0, 0]}  # agree, listed, n
+    fuzz_sums = [0, 0, 0]
     labels: dict[str, int] = {}
+    fuzz_traces: dict[tuple, list[dict]] = {}
     print(f"{'name':28s} {'kind':9s} agree / n   listed  vLLM errors")
     for tool, reasoning in pairs:
         ok = errors = known = shown = 0
@@ -246,41 +282,47 @@ def main() -> None:
             tool or ""))
         ends = tuple(p.reasoning.end) if p.reasoning is not None else ()
         marks = tuple(markers_of(tool, reasoning or PAIRED_REASONING.get(tool or "")))
-        for seed in range(args.n):
-            text, ckw = generate(tool, reasoning, seed)
-            mine = ours(tool, reasoning, text, ckw)
-            try:
-                theirs = vllm_parse(tool, reasoning, text, ckw)
-            except Exception as e:  # a vLLM failure counts as a disagreement
-                theirs, errors = ("error", type(e).__name__, str(e)[:120]), errors + 1
+        for text, ckw, origin in runs[(tool, reasoning)]:
+            mine, theirs, label = compare(tool, reasoning, text, ckw, ends, marks)
+            fuzz = origin.startswith("fuzz/")
+            errors += theirs[0] == "error"
+            if fuzz:
+                fuzz_sums[2] += 1
+                fuzz_sums[0] += mine == theirs
+                fuzz_sums[1] += label is not None
+                if mine == theirs or label is not None:
+                    seed, how = origin[5:].split("_", 1)
+                    fuzz_traces.setdefault((tool, reasoning), []).append(
+                        trace_case(tool, reasoning, int(seed), how, text, ckw, TOOLS, label))
             if mine == theirs:
                 ok += 1
                 continue
-            label = None
-            if theirs[0] != "error":
-                label = listed_difference(tool, reasoning, text, mine, theirs,
-                                          vllm_parse_streamed(tool, reasoning, text, ckw),
-                                          ends, marks)
             if label is not None:
                 known += 1
                 labels[label] = labels.get(label, 0) + 1
             if shown < args.show and (label is None or args.show_listed):
                 shown += 1
-                print(f"  {tool or reasoning}: {text!r}\n    ours {mine}\n    vLLM {theirs}"
-                      + (f"\n    listed: {label}" if label else ""))
+                print(f"  {tool or reasoning} ({origin}): {text!r}\n    ours {mine}\n"
+                      f"    vLLM {theirs}" + (f"\n    listed: {label}" if label else ""))
+        n = len(runs[(tool, reasoning)])
         kind = "tool" if tool else "reasoning"
-        for i, v in enumerate((ok, known, args.n)):
+        for i, v in enumerate((ok, known, n)):
             sums[kind][i] += v
-        print(f"{tool or reasoning:28s} {kind:9s} {ok:5d} / {args.n:<3d} {known:6d} {errors:5d}")
+        print(f"{tool or reasoning:28s} {kind:9s} {ok:5d} / {n:<3d} {known:6d} {errors:5d}")
         sys.stdout.flush()
     rows = [(k, *v) for k, v in sums.items() if v[2]]
     rows.append(("all", *(sum(v[i] for v in sums.values()) for i in range(3))))
+    if fuzz_sums[2]:
+        rows.append(("of which fuzz", *fuzz_sums))
     for kind, agree, listed, total in rows:
         print(f"{kind:28s} {'':9s} {agree:5d} / {total:<5d} ({100 * agree / total:.1f}%) agree;"
               f" {agree + listed} ({100 * (agree + listed) / total:.1f}%) agree or a listed"
               f" deliberate difference")
     for label, n in sorted(labels.items(), key=lambda kv: -kv[1]):
         print(f"  listed: {label}: {n}")
+    if args.write_fuzz:
+        write_traces(fuzz_traces, TOOLS)
+        print(f"wrote {sum(len(v) for v in fuzz_traces.values())} fuzz traces")
 
 
 if __name__ == "__main__":
