@@ -135,10 +135,11 @@ def _muse_header_in_reasoning(reasoning: str, text: str, mine: Result, theirs: R
 
 def _raw_output_as_content(reasoning: str, text: str, mine: Result, theirs: Result,
                            ends: tuple[str, ...], markers: tuple[str, ...]) -> bool:
-    """hunyuan_a13b cut inside `<answer>`: vLLM's regex fails and the whole output, markers
-    included, is its content."""
-    return (reasoning == "hunyuan_a13b" and theirs[1] == text and not theirs[2]
-            and any(m in text for m in markers) and mine != theirs)
+    """hunyuan_a13b cut inside `<answer>` (or without `</think>`): vLLM's regex fails and the
+    whole output, markers included (less a closing `</answer>`), is its content."""
+    raw = theirs[1] or ""
+    return (reasoning == "hunyuan_a13b" and bool(raw) and text.startswith(raw) and not theirs[2]
+            and any(m in raw for m in markers) and mine != theirs)
 
 
 def _thinking_cut_off(reasoning: str, text: str, mine: Result, theirs: Result,
@@ -243,6 +244,15 @@ def _nameless_call(tool: str | None, text: str, mine: Result, theirs: Result) ->
         and bool(mine[1]) and text.rstrip().endswith(mine[1].rstrip()[-12:])
 
 
+def _call_cut_in_name(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
+    """The output ends inside a call's name: vLLM returns a call with the cut name (`p` for
+    `ping`), ours no call, the text kept."""
+    if mine[0] != theirs[0] or len(theirs[2]) != len(mine[2]) + 1 or theirs[2][:-1] != mine[2]:
+        return False
+    name = theirs[2][-1][0]
+    return bool(name) and text.endswith(name) and (mine[1] or "").endswith(name)
+
+
 RULES = {"text after the calls": _text_after_calls,
          "text before the calls": _text_before_calls,
          "arguments not a JSON object in vLLM": _arguments_not_an_object,
@@ -252,7 +262,8 @@ RULES = {"text after the calls": _text_after_calls,
          "muse_glimmer string-typed values vLLM JSON-decodes": _strings_json_decoded,
          "the argument a call is cut off in, vLLM drops": _cut_argument_dropped,
          "minimax_m3 `<item>` lists vLLM reads as objects": _item_lists,
-         "a call vLLM returns with no name": _nameless_call}
+         "a call vLLM returns with no name": _nameless_call,
+         "a call cut off inside its name": _call_cut_in_name}
 
 
 def _calls_vllm_drops(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
@@ -283,11 +294,39 @@ def _malformed_block_vllm_drops(tool: str | None, text: str, mine: Result,
     return len(a) > len(b) and a.startswith(b) and a[len(b):].strip() in text
 
 
+def _broken_call_vllm_returns_as_text(tool: str | None, text: str, mine: Result,
+                                      theirs: Result) -> bool:
+    """JSON broken inside a call (a quote or brace dropped or added): vLLM returns the output
+    from the block on as text; ours reads the calls before it and the broken call up to the
+    break (arguments closed), and keeps the rest of the text as content."""
+    if tool is None or mine[0] != theirs[0] or len(theirs[2]) >= len(mine[2]) \
+            or mine[2][:len(theirs[2])] != theirs[2]:
+        return False
+    a, b = mine[1] or "", theirs[1] or ""
+    if not b.strip() or not text.rstrip().endswith(b.rstrip()[-12:]):
+        return False
+    i = 0
+    while i < min(len(a), len(b)) and a[i] == b[i]:
+        i += 1
+    rest = a[i:].strip()
+    return (not rest or rest in text) and all(name and name in text for name, _ in mine[2])
+
+
+# Rows about the argument values alone, which may come with a content row in one output.
+VALUE_RULES = ("arguments vLLM drops (functiongemma, minicpm5)",
+               "typed values vLLM returns as strings",
+               "muse_glimmer string-typed values vLLM JSON-decodes",
+               "minimax_m3 `<item>` lists vLLM reads as objects")
+
+
 # Checked only where vLLM's streamed and non-streamed results agree (both modes lose the call),
-# or where its stream sends nothing at all.
+# where its stream sends nothing at all, or where its stream drops the calls and the text from
+# the first of them on.
 BOTH_MODES_RULES = {"calls vLLM drops in both modes": _calls_vllm_drops,
                     "calls vLLM returns as text in both modes": _calls_vllm_returns_as_text,
-                    "a malformed block vLLM drops": _malformed_block_vllm_drops}
+                    "a malformed block vLLM drops": _malformed_block_vllm_drops,
+                    "JSON broken inside a call: vLLM returns the block as text":
+                        _broken_call_vllm_returns_as_text}
 
 
 # Rules for reasoning-only runs that need the format's markers (end markers, all markers).
@@ -306,17 +345,24 @@ def listed_difference(tool: str | None, reasoning: str | None, text: str, mine: 
     for label, rule in RULES.items():
         if rule(tool, text, mine, theirs):
             return label
-    if tool in DROPS_UNQUOTED_ARGS and _arguments_dropped(tool, text, mine,
-                                                        (theirs[0], mine[1], theirs[2])):
-        # two listed differences at once: vLLM's calls lack the unquoted arguments, and its
-        # content is one the content rules list
-        both = listed_difference(tool, reasoning, text, mine, (theirs[0], theirs[1], mine[2]))
-        if both is not None:
-            return both + " + arguments vLLM drops (functiongemma, minicpm5)"
-    lost = stream is not None and not stream[1] and not stream[2]  # the stream sent nothing
+    for value_label in VALUE_RULES:
+        if mine[1] != theirs[1] and RULES[value_label](tool, text, mine,
+                                                       (theirs[0], mine[1], theirs[2])):
+            # two listed differences at once: vLLM's argument values (one row), and its
+            # content (another)
+            both = listed_difference(tool, reasoning, text, mine,
+                                     (theirs[0], theirs[1], mine[2]))
+            if both is not None:
+                return both + " + " + value_label
+    lost = stream is not None and not stream[2] and (
+        not stream[1] or (mine[1] or "").startswith(stream[1]))  # the calls never sent
     for label, rule in BOTH_MODES_RULES.items():
         if (stream == theirs or lost) and rule(tool, text, mine, theirs):
             return label
+    if stream is not None and [c[0] for c in stream[2]] == [c[0] for c in mine[2]] \
+            and _broken_call_vllm_returns_as_text(tool, text, mine, theirs):
+        # its stream has sent these calls (arguments as cut or broken): ours too, closed
+        return "JSON broken inside a call: vLLM returns the block as text"
     if stream is not None and (stream == mine or _arguments_not_an_object(tool, text, mine,
                                                                           stream)
                                or _values_stringified(tool, text, mine, stream)):

@@ -229,8 +229,8 @@ def compare(tool: str | None, reasoning: str | None, text: str, ckw: dict,
     mine = ours(tool, reasoning, text, ckw)
     try:
         theirs = vllm_parse(tool, reasoning, text, ckw)
-    except Exception as e:  # a vLLM failure counts as a disagreement
-        return mine, ("error", type(e).__name__, str(e)[:120]), None
+    except Exception as e:  # vLLM raises: its server answers with an error (a listed row)
+        return mine, ("error", type(e).__name__, str(e)[:120]), "vLLM raises on the output"
     if mine == theirs or theirs[0] == "error":
         return mine, theirs, None
     return mine, theirs, listed_difference(tool, reasoning, text, mine, theirs,
