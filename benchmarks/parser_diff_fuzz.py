@@ -22,7 +22,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from thinkgate.benchmarks.parser_diff_formats import CALLS_ONLY, HARMONY, MAX_CALLS
+from thinkgate.benchmarks.parser_diff_formats import CALL_FRAME, CALLS_ONLY, HARMONY, MAX_CALLS
 
 FUZZ_DIR = Path(__file__).resolve().parent.parent / "tests" / "parsers" / "traces" / "fuzz"
 BREAKERS = ["{", '"', "<", "]", "\\", "</", "\n", "}", "[", ">"]
@@ -69,7 +69,10 @@ def fuzz_output(tool: str | None, reasoning: str | None, seed: int) -> tuple[str
     text, ckw = generate(tool, reasoning, 10_000 + seed)
     rng = random.Random(f"fuzz/{tool}/{reasoning}/{seed}")
     name = tool or ""
-    if tool and name not in HARMONY and name not in CALLS_ONLY and rng.random() < 0.3:
+    # calls in their own sections with text between (not where calls are channel messages,
+    # the whole message, or one per output)
+    if tool and name not in HARMONY and name not in CALLS_ONLY and name not in CALL_FRAME \
+            and MAX_CALLS.get(name, 3) > 1 and rng.random() < 0.3:
         text = _with_text_between(tool, text, rng)
     text, how = corrupt(text, rng)
     return text, ckw, how

@@ -25,15 +25,18 @@ def _calls_equal(mine: Result, theirs: Result) -> bool:
 
 
 def _text_after_calls(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
-    """vLLM's content is ours less the text the output ends with, after its calls (most of
-    vLLM's tool parsers return only the text before the first call)."""
+    """vLLM's content is ours less the text after its first call (between the calls, or the
+    text the output ends with): most of vLLM's tool parsers return only the text before the
+    first call."""
     if not _calls_equal(mine, theirs):
         return False
     a, b = mine[1] or "", (theirs[1] or "").rstrip()
     if not a.startswith(b):
         return False
     tail = a[len(b):].strip()
-    return bool(tail) and text.rstrip().endswith(tail)
+    # the text after the last call ends the output; text between calls is in it too
+    return bool(tail) and (text.rstrip().endswith(tail)
+                           or all(piece in text for piece in tail.split()))
 
 
 def _text_before_calls(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
