@@ -25,7 +25,9 @@ them); a case agrees when reasoning, content and the calls (name, arguments as J
 ("" and None count as the same). A disagreement that falls under a row of parsers/README.md's
 "Deliberate differences" (`parser_diff_listed.py`; one check runs vLLM's own stream, one token
 per delta) counts as "listed", never as agreement. The table prints agreement and listed cases
-per name and totals per kind; `--show` prints that many unlisted disagreements per name.
+per name and totals per kind; `--show` prints that many unlisted disagreements per name. Every
+output is also streamed through ours (one character per delta, and random chunks), which must
+give our parse.
 """
 
 from __future__ import annotations
@@ -222,6 +224,29 @@ def ours(tool: str | None, reasoning: str | None, text: str, ckw: dict) -> tuple
                                           for c in m.tool_calls])
 
 
+def stream_agrees(tool: str | None, reasoning: str | None, text: str, ckw: dict) -> bool:
+    """Our stream (one character per delta, and seeded chunks of 1-9) gives our parse."""
+    from thinkgate.parsers import collect
+
+    reasoning = reasoning or PAIRED_REASONING.get(tool or "")
+    p = get_parser(tool_parser=tool, reasoning_parser=reasoning)
+    tools = TOOLS if tool else None
+    want = p.parse(text, tools=tools, chat_template_kwargs=ckw)
+    rng = random.Random(text)
+    for sizes in ([1] * len(text), [rng.randint(1, 9) for _ in text]):
+        s, deltas, i = p.stream(tools=tools, chat_template_kwargs=ckw), [], 0
+        for n in sizes:
+            if i >= len(text):
+                break
+            deltas += s.feed(text[i:i + n])
+            i += n
+        got = collect(deltas + s.finish())
+        if (got.reasoning, got.content, [(c.name, c.arguments) for c in got.tool_calls]) != (
+                want.reasoning, want.content, [(c.name, c.arguments) for c in want.tool_calls]):
+            return False
+    return True
+
+
 def compare(tool: str | None, reasoning: str | None, text: str, ckw: dict,
             ends: tuple[str, ...], marks: tuple[str, ...]) -> tuple[tuple, tuple, str | None]:
     """Ours, vLLM's (or ("error", ...)), and the listed difference's label (None: unlisted,
@@ -275,6 +300,7 @@ def main() -> None:
     fuzz_sums = [0, 0, 0]
     labels: dict[str, int] = {}
     fuzz_traces: dict[tuple, list[dict]] = {}
+    stream_diffs: list[tuple[str, str, str]] = []
     print(f"{'name':28s} {'kind':9s} agree / n   listed  vLLM errors")
     for tool, reasoning in pairs:
         ok = errors = known = shown = 0
@@ -284,6 +310,8 @@ def main() -> None:
         marks = tuple(markers_of(tool, reasoning or PAIRED_REASONING.get(tool or "")))
         for text, ckw, origin in runs[(tool, reasoning)]:
             mine, theirs, label = compare(tool, reasoning, text, ckw, ends, marks)
+            if not stream_agrees(tool, reasoning, text, ckw):
+                stream_diffs.append((tool or reasoning, origin, text))
             fuzz = origin.startswith("fuzz/")
             errors += theirs[0] == "error"
             if fuzz:
@@ -320,6 +348,10 @@ def main() -> None:
               f" deliberate difference")
     for label, n in sorted(labels.items(), key=lambda kv: -kv[1]):
         print(f"  listed: {label}: {n}")
+    total = sum(v[2] for v in sums.values())
+    print(f"ours streamed == ours parsed: {total - len(stream_diffs)} / {total}")
+    for name, origin, text in stream_diffs[:10]:
+        print(f"  stream differs: {name} ({origin}): {text!r}")
     if args.write_fuzz:
         write_traces(fuzz_traces, TOOLS)
         print(f"wrote {sum(len(v) for v in fuzz_traces.values())} fuzz traces")

@@ -168,10 +168,14 @@ class RegionReader:
             return ""
         return fed[: len(fed) - len(rest)] if rest else fed
 
-    def _give_back(self, rest: str) -> tuple[list[Event], str]:
-        """The region was not a call: everything but ``rest`` becomes content."""
+    def _give_back(self, rest: str, overflow: bool = False) -> tuple[list[Event], str]:
+        """The region was not a call: everything but ``rest`` becomes content. A header that
+        outgrew MAX_HEADER in a later call (no raw text kept) gives back its own text: the
+        text after it reaches the content as it arrives, so a stream and a parse agree."""
         raw = "".join(self.raw or [])
         consumed = raw[: len(raw) - len(rest)] if rest else raw
+        if overflow and self.raw is None:
+            consumed = self.header
         if self.r.bare_give_back:
             consumed = _without_marker(consumed, self.r.begin)
         self.raw = None
@@ -247,7 +251,7 @@ class RegionReader:
         self.header += before
         if marker is None:
             if len(self.header) > MAX_HEADER:
-                return self._give_back(self.buf)
+                return self._give_back(self.buf, overflow=True)
             return [], None
         if marker in h.name_stop or (marker in self.r.end and marker not in h.name_end):
             self.buf = marker + self.buf
@@ -275,6 +279,8 @@ class RegionReader:
         if not self.name and self.r.drop_cut_off and marker in self.r.end:
             self.raw = None  # an empty block (`<tool_call></tool_call>`) is dropped
             return [Content("")], self.buf[len(marker):]  # type: ignore[list-item]
+        if len(self.header) > MAX_HEADER:  # as when the header outgrows it while streamed
+            return self._give_back(self.buf, overflow=True)
         if (not self.name and not nameless) or len(self.name) > MAX_HEADER or "<|" in self.name:
             # a marker inside the name (`<|plamo:begin_tool_nae:plamo|>write`): the format broke
             return self._give_back(self.buf)
@@ -296,7 +302,7 @@ class RegionReader:
         self.header += before
         if marker is None:
             if len(self.header) > MAX_HEADER:
-                return self._give_back(self.buf)
+                return self._give_back(self.buf, overflow=True)
             return [], None
         self.call_id = self.header.strip() or None
         self.state = "pre_body"

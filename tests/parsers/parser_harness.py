@@ -70,8 +70,9 @@ def split(text: str, how: str) -> list[str]:
     return [text[i:i + n] for i in range(0, len(text), n)]
 
 
-def stream(parser: Parser, case: dict[str, Any], chunks: list[str]) -> list[dict[str, Any]]:
-    s = parser.stream(tools=case.get("tools"),
+def stream(parser: Parser, case: dict[str, Any], chunks: list[str],
+           tools: Any = None) -> list[dict[str, Any]]:
+    s = parser.stream(tools=case.get("tools", tools),
                       chat_template_kwargs=case.get("chat_template_kwargs"))
     deltas: list[dict[str, Any]] = []
     for chunk in chunks:
@@ -113,16 +114,20 @@ def check_delta_shape(deltas: list[dict[str, Any]], empty_names: bool = False) -
                 assert isinstance(tc["function"]["arguments"], str), tc
 
 
-def check_case(settings: dict[str, Any], case: dict[str, Any]) -> None:
-    parser = make_parser(settings)
+def check_case(settings: dict[str, Any], case: dict[str, Any],
+               chunkings: tuple[str, ...] = CHUNKINGS, parser: Parser | None = None) -> None:
+    """The case non-streamed and streamed in each chunking; a group's `tools` are the
+    default for its cases."""
+    parser = parser or make_parser(settings)
+    tools = case.get("tools", settings.get("tools"))
     expected = {"reasoning": case.get("reasoning"), "content": case.get("content"),
                 "tool_calls": case.get("tool_calls", [])}
     ids = [c.get("id") for c in expected["tool_calls"]]
-    parsed = parser.parse(case["text"], tools=case.get("tools"),
+    parsed = parser.parse(case["text"], tools=tools,
                           chat_template_kwargs=case.get("chat_template_kwargs"))
     assert summary(parsed, ids) == expected, f"non-streamed result {summary(parsed, ids)}"
-    for how in CHUNKINGS:
-        deltas = stream(parser, case, split(case["text"], how))
+    for how in chunkings:
+        deltas = stream(parser, case, split(case["text"], how), tools)
         check_delta_shape(deltas, any(c.get("name") == "" for c in expected["tool_calls"]))
         assert summary(collect(deltas), ids) == expected, f"streamed in chunks {how}: {deltas}"
     allowed = set(case.get("allow_markers", ()))
