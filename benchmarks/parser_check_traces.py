@@ -114,6 +114,7 @@ def main() -> None:
     totals = dict.fromkeys(("exact", "listed", "stale note", "unlisted", "skipped",
                             "duplicate"), 0)
     seen: set[str] = set()
+    stream_equal = 0
     print(f"{'trace file':34s} {'exact':>5s} {'listed':>6s} {'stale':>5s} {'unlisted':>8s}")
     for path in sorted((TRACES / args.folder).glob("*.json")):
         if args.only and path.stem not in args.only:
@@ -121,6 +122,11 @@ def main() -> None:
         res = check_file(path, seen)
         for k in totals:
             totals[k] += len(res[k])
+        for tag, case, _ in res["listed"]:
+            rname, tool = tag.split(":", 1)[0].split("+")
+            got = vllm_result(None if tool == "None" else tool, None if rname == "None" else rname,
+                              case, streamed=True)
+            stream_equal += got == expected(case)
         print(f"{path.stem:34s} {len(res['exact']):5d} {len(res['listed']):6d}"
               f" {len(res['stale note']):5d} {len(res['unlisted']):8d}")
         if args.show:
@@ -130,6 +136,7 @@ def main() -> None:
                           f"    want {expected(case)}\n    vLLM {got}"
                           + (f"\n    note {case['note']}" if "note" in case else ""))
     n = sum(v for k, v in totals.items() if k not in ("skipped", "duplicate"))
+    print(f"of the listed, ours equals vLLM's stream (one token per delta): {stream_equal}")
     print(f"cases {n} (+{totals['skipped']} skipped, {totals['duplicate']} duplicate): exact {totals['exact']}"
           f" ({100 * totals['exact'] / max(n, 1):.1f}%), exact or listed"
           f" {totals['exact'] + totals['listed']}"
