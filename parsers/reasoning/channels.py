@@ -44,6 +44,8 @@ def _muse(name: str, bare_is_reasoning: bool) -> ReasoningFormat:
         name=name, start=(*_headers("self"), *(bare if bare_is_reasoning else ())),
         end=_MUSE_ENDS, content_drop=_MUSE_ENDS + (() if bare_is_reasoning else bare),
         discard=_headers("developer"), prefilled=False, reopen=True, whitespace="keep",
+        # the output's first header after the prompt's `<|start|>assistant`, space included
+        leading_drop=(" to=user" + _MSG, " to=commentary" + _MSG),
         partial_marker_drop=3,  # a header cut off at the end (`<|start|>assi`) is not text
         patterns=_TOOL_CHANNEL, pattern_roles=("end",) * len(_TOOL_CHANNEL),
         description="Muse Spark: channel messages; `to=self` (and a bare `<|message|>`) is "
