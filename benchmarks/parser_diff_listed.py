@@ -199,9 +199,10 @@ def _values_stringified(tool: str | None, text: str, mine: Result, theirs: Resul
 
 
 def _strings_json_decoded(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
-    """muse_glimmer: vLLM JSON-decodes a string-typed value that reads as JSON (`12345`);
+    """muse_glimmer, functiongemma: vLLM JSON-decodes a string value that reads as JSON
+    (`12345`, a Glimmer value under a string schema, a FunctionGemma `<escape>`-quoted one);
     ours keeps the string."""
-    return tool == "muse_glimmer" and _each_value(
+    return tool in ("muse_glimmer", "functiongemma") and _each_value(
         mine, theirs, lambda v, w: isinstance(v, str) and _stringified(w, v))
 
 
@@ -262,7 +263,7 @@ RULES = {"text after the calls": _text_after_calls,
          "a `]` in a phi4_mini_json argument": _bracket_in_phi4_argument,
          "arguments vLLM drops (functiongemma, minicpm5)": _arguments_dropped,
          "typed values vLLM returns as strings": _values_stringified,
-         "muse_glimmer string-typed values vLLM JSON-decodes": _strings_json_decoded,
+         "string values vLLM JSON-decodes (muse_glimmer, functiongemma)": _strings_json_decoded,
          "the argument a call is cut off in, vLLM drops": _cut_argument_dropped,
          "minimax_m3 `<item>` lists vLLM reads as objects": _item_lists,
          "a call vLLM returns with no name": _nameless_call,
@@ -318,7 +319,7 @@ def _broken_call_vllm_returns_as_text(tool: str | None, text: str, mine: Result,
 # Rows about the argument values alone, which may come with a content row in one output.
 VALUE_RULES = ("arguments vLLM drops (functiongemma, minicpm5)",
                "typed values vLLM returns as strings",
-               "muse_glimmer string-typed values vLLM JSON-decodes",
+               "string values vLLM JSON-decodes (muse_glimmer, functiongemma)",
                "minimax_m3 `<item>` lists vLLM reads as objects")
 
 

@@ -101,6 +101,7 @@ class GemmaBody(Body):
         self.in_json = False  # inside a "..." string of a nested value
         self.escape = False
         self.num = 0
+        self.str_end = False  # a top-level delimited string just closed
 
     def feed(self, text: str) -> tuple[list[Event], str | None]:
         events, self.pending = self.pending, []
@@ -140,6 +141,7 @@ class GemmaBody(Body):
                     self.pos = max(i, len(s) - len(d) + 1)
                     return events, None
                 self.in_str, self.pos = False, j + len(d)
+                self.str_end = self.depth == 0
                 continue
             if s.startswith(d, i):
                 self.in_str, self.pos = True, i + len(d)
@@ -147,6 +149,14 @@ class GemmaBody(Body):
             if d.startswith(s[i:]) and len(s) - i < len(d):
                 return events, None  # a delimiter may be arriving
             ch = s[i]
+            if self.str_end and ch not in " \t\r\n":
+                self.str_end = False
+                if ch not in ",}:" and ":" in s[:i]:
+                    # the next key right after a string, its comma left out (FunctionGemma
+                    # `city:<escape>NYC<escape>unit:..`, read as vLLM does): the entry ends here
+                    events += self._entry(s[:i])
+                    self.buf, self.pos = s[i:], 0
+                    continue
             self.pos += 1
             if ch == '"' and self.depth > 0:
                 self.in_json = True
