@@ -257,8 +257,8 @@ def _call_cut_in_name(tool: str | None, text: str, mine: Result, theirs: Result)
     return bool(name) and text.endswith(name) and (mine[1] or "").endswith(name)
 
 
-RULES = {"text after the calls": _text_after_calls,
-         "text before the calls": _text_before_calls,
+RULES = {"text before the calls": _text_before_calls,  # before the broader "after" rule
+         "text after the calls": _text_after_calls,
          "arguments not a JSON object in vLLM": _arguments_not_an_object,
          "a `]` in a phi4_mini_json argument": _bracket_in_phi4_argument,
          "arguments vLLM drops (functiongemma, minicpm5)": _arguments_dropped,
