@@ -1,6 +1,6 @@
 """`parser_diff_vllm --fuzz N`: well-formed and corrupted outputs per format, and their traces.
 
-A fuzz output starts from `parser_diff_vllm.generate`'s (reasoning, text, 0-3 calls with nested
+A fuzz output starts from `parser_diff_gen.generate`'s (reasoning, text, 0-3 calls with nested
 JSON, unicode and escaped quotes) and, seeded, may first get text between its calls (each call
 in its own section), then one corruption: cut off at a position drawn over the whole output (so
 every position is reachable), a character dropped, a span repeated (a marker written twice), a
@@ -31,7 +31,7 @@ BETWEEN = [" and then ", "\nNext:\n", " ", "; "]
 
 def _with_text_between(tool: str, text: str, rng: random.Random) -> str:
     """The generated calls rewritten one section each, with text between them."""
-    from thinkgate.benchmarks.parser_diff_vllm import random_calls
+    from thinkgate.benchmarks.parser_diff_gen import random_calls
     from thinkgate.parsers.tools.grammar import render_calls
 
     calls = random_calls(rng, MAX_CALLS.get(tool, 3))
@@ -64,7 +64,7 @@ def corrupt(text: str, rng: random.Random) -> tuple[str, str]:
 
 def fuzz_output(tool: str | None, reasoning: str | None, seed: int) -> tuple[str, dict, str]:
     """One fuzz output for the name, its chat_template_kwargs and the corruption applied."""
-    from thinkgate.benchmarks.parser_diff_vllm import generate
+    from thinkgate.benchmarks.parser_diff_gen import generate
 
     text, ckw = generate(tool, reasoning, 10_000 + seed)
     rng = random.Random(f"fuzz/{tool}/{reasoning}/{seed}")

@@ -13,7 +13,7 @@ import json
 import pytest
 from parser_harness import CHUNKINGS, split
 from thinkgate.benchmarks.parser_diff_formats import PAIRED_REASONING
-from thinkgate.benchmarks.parser_diff_vllm import SKIP, TOOLS, generate
+from thinkgate.benchmarks.parser_diff_gen import SKIP, TOOLS, generate
 from thinkgate.parsers import collect, get_parser, list_parsers
 
 H = '<tool_call>{"name": "get_weather", "arguments": '
