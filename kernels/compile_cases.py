@@ -60,6 +60,7 @@ def all_launches(record: Record) -> list:
     _paged_attention(record, out)
     _paged_prefill(record, out)
     _moe(record, out)
+    _int4_matmul(record, out)
     return out
 
 
@@ -127,6 +128,29 @@ def _moe(record: Record, out: list) -> None:
                    lambda: moe.fused_moe_triton(x, weights, ids, w1, w2))
 
         record(moe, "_moe_up_kernel", f"{dtype} {model}", out, both)
+
+
+# model -> (in, out) of one projection of the int4 matmul's cases: the launch specializes on the
+# sizes' divisibility by 16 (GGUF rows are whole groups of 32 in, any count out; real models'
+# sizes all divide by 16, as SmolLM2's 576), the dtype, the repeat (Q4: 1, Q8_0: 2) and one row
+# of x (decode at batch 1, a constant to Triton) against several
+INT4_SHAPES = {"SmolLM2-135M q_proj": (576, 576), "unaligned out": (64, 100)}
+
+
+def _int4_matmul(record: Record, out: list) -> None:
+    from thinkgate.kernels import int4_matmul
+
+    cases = [(m, "bf16", 1, 5) for m in INT4_SHAPES] + [(list(INT4_SHAPES)[0], "bf16", 1, 1)]
+    cases += [(m, "bf16", 2, 5) for m in list(INT4_SHAPES)[:1]]
+    cases += [(m, d, 1, 5) for m in list(INT4_SHAPES)[:1] for d in ("fp32", "fp16")]
+    for model, dtype, repeat, rows in cases:
+        k, n = INT4_SHAPES[model]
+        x = torch.zeros(rows, k, dtype=DTYPES[dtype])
+        packed = torch.zeros(n, repeat * k // 2, dtype=torch.uint8)
+        sz = torch.zeros(n, repeat * k // int4_matmul.GROUP, 2, dtype=DTYPES[dtype])
+        case = f"{dtype} {model} repeat={repeat}" + (" B=1" if rows == 1 else "")
+        record(int4_matmul, "_int4_matmul_kernel", case, out,
+               lambda x=x, p=packed, s=sz, r=repeat: int4_matmul.int4_matmul_triton(x, p, s, r))
 
 
 def _bitmask(record: Record, out: list) -> None:

@@ -1,11 +1,12 @@
 """A GGUF file → the native Llama-family decoder, its quantized projections kept quantized.
 
 Dense Llama, Mistral, Qwen2 and Qwen3 files are read here with `gguf.GGUFReader` (the config
-through transformers' GGUF metadata parser). On a CPU computing in bf16, the projections
-(q, k, v, o, gate, up, down) of types Q4_0, Q4_1, Q4_K and Q8_0 become `QuantLinear`s
-(quant_linear.py: int4 codes, no float copy); every other tensor, and every tensor when the
-engine computes in float32, on a GPU, or with `THINKGATE_GGUF_DEQUANTIZE=1`, is dequantized
-exactly (gguf_blocks.py) and loaded like a safetensors weight. The token embedding (and the
+through transformers' GGUF metadata parser). The projections (q, k, v, o, gate, up, down) of
+types Q4_0, Q4_1, Q4_K and Q8_0 become `QuantLinear`s (quant_linear.py: int4 codes, no float
+copy) on a CPU computing in bf16 (torch's int4 kernel) and on a GPU in any dtype (the Triton
+kernel of kernels/int4_matmul.py); every other tensor, and every tensor on a CPU computing in
+float32 or with `THINKGATE_GGUF_DEQUANTIZE=1`, is dequantized exactly (gguf_blocks.py) and
+loaded like a safetensors weight. The token embedding (and the
 lm_head) stay dense: a Q8_0 `token_embd` is dequantized once, at load.
 
 llama.cpp stores a "llama" file's q and k rows permuted (its RoPE pairs neighbours); the rows
@@ -21,7 +22,7 @@ from typing import Any
 
 import torch
 from thinkgate.engine.model.layers.gguf_blocks import PACKED_TYPES, Int4Groups, dequantize, unpack
-from thinkgate.engine.model.layers.quant_linear import QuantLinear, int4_supported
+from thinkgate.engine.model.layers.quant_linear import QuantLinear, int4_backend
 from thinkgate.engine.model.llama import (
     ArchConfig,
     LlamaFamilyForCausalLM,
@@ -153,9 +154,10 @@ class _Tensors:
 def load_gguf_model(path: Path, reader: Any, arch: ArchConfig, dtype: torch.dtype,
                     device: str) -> LlamaFamilyForCausalLM:
     """The native model of a dense GGUF file (`reader` is its `open_gguf`); projections int4
-    where `int4_supported`."""
+    where `int4_backend` names a kernel (torch's CPU int4 kernel, or the Triton one on CUDA)."""
     tensors = _Tensors(reader, arch)
-    pack = int4_supported(device, dtype) and os.environ.get(DEQUANTIZE_ENV, "") != "1"
+    backend = int4_backend(device, dtype)
+    pack = backend is not None and os.environ.get(DEQUANTIZE_ENV, "") != "1"
     with torch.device("meta"):
         net = LlamaFamilyForCausalLM(arch)
     quantized = _quantized_modules(tensors) if pack else {}
@@ -168,7 +170,8 @@ def load_gguf_model(path: Path, reader: Any, arch: ArchConfig, dtype: torch.dtyp
         parent, child = module.rsplit(".", 1)
         bias = getattr(arch, _BIAS[child])
         parts = [tensors.part(name) for name in names]
-        setattr(net.get_submodule(parent), child, QuantLinear(parts, bias, dtype))
+        layer = QuantLinear(parts, bias, dtype, backend or "cpu").to(device)
+        setattr(net.get_submodule(parent), child, layer)
     skip = {name for names in quantized.values() for name in names}
     net.load_weights((name, tensors.dense(name)) for name in tensors.by_name if name not in skip)
     net.init_rope_cache(arch.max_position_embeddings)

@@ -16,6 +16,7 @@ from thinkgate.engine.model.layers.quant_linear import (
     DenseMatmul,
     Int4Matmul,
     QuantLinear,
+    TritonInt4Matmul,
     int4_supported,
 )
 
@@ -112,6 +113,49 @@ def test_quant_linear_segments_and_dense_fallback() -> None:
     assert layer.nbytes < 128 * 256 * 2  # less than the bf16 weight
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_quant_linear_triton_segments(dtype: torch.dtype) -> None:
+    """The GPU path (kernels/int4_matmul.py; Triton's interpreter under `make test`, the twin
+    without it): Q4_K, float and Q8_0 parts, any row count (24 rows: no dense fallback)."""
+    parts_w = [_weights(64, 256, 1), _weights(32, 256, 2), _weights(24, 256, 3)]
+    q = unpack(quantize(parts_w[0], "Q4_K"), "Q4_K", (64, 256))
+    v = unpack(quantize(parts_w[2], "Q8_0"), "Q8_0", (24, 256))
+    k = torch.from_numpy(parts_w[1])
+    layer = QuantLinear([q, k, v], bias=False, dtype=dtype, backend="triton")
+    assert [type(s) for s in layer.segments] == [TritonInt4Matmul, DenseMatmul,
+                                                 TritonInt4Matmul]
+    x = torch.randn(5, 256).to(dtype)
+    w = torch.cat((q.dequantize(), k.to(dtype).float(), v.dequantize()))
+    expected = x.float() @ w.T
+    tol = 1e-5 if dtype == torch.float32 else 0.01
+    assert (layer(x).float() - expected).abs().max() <= tol * expected.abs().max()
+    q_bytes = sum(b.numel() * b.element_size() for b in layer.segments[0].buffers())
+    assert q_bytes <= (0.32 if dtype == torch.bfloat16 else 0.38) * 64 * 256 * 2  # of bf16
+    with pytest.raises(ValueError, match="backend must be"):
+        QuantLinear([q], bias=False, dtype=dtype, backend="gpu")
+
+
+def test_gguf_model_on_the_triton_path_matches_dequantized(
+        tmp_path: Path, demo_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo file loaded as on a GPU (every packed projection a `TritonInt4Matmul`, in
+    float32 here) gives the dequantized float32 model's greedy tokens and logprobs. The kernel
+    itself is checked against its twin layer by layer (above, tests/kernels); here the twin
+    runs (no interpreter: ~5 s of interpreted launches saved), so this checks the wiring."""
+    from thinkgate.engine.model import gguf_loader
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    path = _demo_gguf(tmp_path, demo_dir)
+    want, dense_packed = _generate(path, demo_dir, "float32", monkeypatch, True, 4)
+    monkeypatch.setattr(gguf_loader, "int4_backend", lambda device, dtype: "triton")
+    got, packed = _generate(path, demo_dir, "float32", monkeypatch, False, 4)
+    assert "TritonInt4Matmul" in packed and "Int4Matmul" not in packed and not dense_packed
+    for g, w in zip(got, want):
+        assert g.token_ids == w.token_ids
+        for g_step, w_step in zip(g.logprobs, w.logprobs):
+            for tid in set(g_step) & set(w_step):
+                assert abs(g_step[tid].logprob - w_step[tid].logprob) < 1e-3
+
+
 def _demo_gguf(tmp: Path, demo_dir: str) -> Path:
     """The demo model (Qwen3, 4 layers) as GGUF: Q4_0, Q4_1, Q8_0, Q4_0 layers (its widths, 128
     and 384, are no multiples of Q4_K's 256), a float32 k, a Q8_0 embedding."""
@@ -158,12 +202,13 @@ def _q4_k_llama_gguf(tmp: Path) -> Path:
 
 
 def _generate(path: Path, demo_dir: str, dtype: str, monkeypatch: pytest.MonkeyPatch,
-              dequantize: bool, max_tokens: int) -> tuple[list, bool]:
+              dequantize: bool, max_tokens: int) -> tuple[list, set[str]]:
     from thinkgate import LLM, SamplingParams
 
     monkeypatch.setenv("THINKGATE_GGUF_DEQUANTIZE", "1" if dequantize else "0")
     llm = LLM(model=str(path), tokenizer=demo_dir, dtype=dtype, max_model_len=256)
-    packed = any(isinstance(m, QuantLinear) for m in llm.llm_engine.loaded.model.modules())
+    packed = {type(s).__name__ for m in llm.llm_engine.loaded.model.modules()
+              if isinstance(m, QuantLinear) for s in m.segments}  # empty: nothing packed
     prompts = [[1, 2, 3, 4, 5], [100, 200, 300], [7] * 12]
     params = SamplingParams(temperature=0, max_tokens=max_tokens, logprobs=5, ignore_eos=True)
     return [o.outputs[0] for o in llm.generate(prompts, params, use_tqdm=False)], packed

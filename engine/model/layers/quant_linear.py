@@ -13,6 +13,10 @@ Q8_0 is two int4 matrices summed (`repeat = 2`): one kernel call on the input wr
 A fused projection (qkv, gate_up) whose parts differ (a Q6_K v beside Q4_K q and k, the
 mix of llama.cpp's Q4_K_M files) is split into segments, each one matmul, outputs concatenated:
 runs of int4 parts with one `repeat`, and dense bf16 parts for types kept dequantized.
+
+On CUDA the same groups run through kernels/int4_matmul.py (`TritonInt4Matmul`: codes two a
+byte, each group's scale and zero in the model's dtype, dequantized tile by tile inside the
+Triton kernel), in any float dtype and at any row count.
 """
 
 from __future__ import annotations
@@ -21,15 +25,27 @@ import torch
 import torch.nn.functional as F
 from thinkgate.engine.model.layers.gguf_blocks import GROUP, Int4Groups
 from thinkgate.engine.model.layers.packed_linear import PackedLinear
+from thinkgate.kernels.int4_matmul import int4_matmul, pack_int4
 from torch import nn
 
 _ROWS_MULTIPLE = 16  # the int4 pack needs the output count to be a multiple of 16
 
 
+def int4_backend(device: torch.device | str, dtype: torch.dtype) -> str | None:
+    """Which int4 matmul projections take here: "cpu" (torch's CPU int4 kernel: bf16 compute
+    only), "triton" (kernels/int4_matmul.py: CUDA), or None (they are dequantized)."""
+    kind = torch.device(device).type
+    if kind == "cuda":
+        return "triton"
+    if (kind == "cpu" and dtype == torch.bfloat16
+            and hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu")):
+        return "cpu"
+    return None
+
+
 def int4_supported(device: torch.device | str, dtype: torch.dtype) -> bool:
-    """Whether projections can stay int4 here: a CPU, bf16 compute, torch's CPU int4 ops."""
-    return (torch.device(device).type == "cpu" and dtype == torch.bfloat16
-            and hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu"))
+    """Whether projections can stay int4 here (`int4_backend` names one)."""
+    return int4_backend(device, dtype) is not None
 
 
 class Int4Matmul(nn.Module):
@@ -56,6 +72,22 @@ class Int4Matmul(nn.Module):
         return y.view(*x.shape[:-1], self.out_features)
 
 
+class TritonInt4Matmul(nn.Module):
+    """`x @ w.T` for `Int4Groups` w through `kernels.int4_matmul` (the GPU path; the twin on a
+    CPU tensor, Triton's interpreter under TRITON_INTERPRET=1)."""
+
+    def __init__(self, groups: Int4Groups, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.out_features, self.in_features = groups.shape
+        self.repeat = groups.repeat
+        self.register_buffer("packed", pack_int4(groups.codes))
+        scales_zeros = torch.stack((groups.scales, groups.zeros), dim=-1)
+        self.register_buffer("scales_zeros", scales_zeros.to(dtype).contiguous())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return int4_matmul(x, self.packed, self.scales_zeros, self.repeat, check=False)
+
+
 class DenseMatmul(nn.Module):
     """`x @ w.T` for a weight kept dense: oneDNN-packed where it can be, else `F.linear`."""
 
@@ -74,9 +106,11 @@ class QuantLinear(nn.Module):
     `Int4Groups` stay int4, float tensors (types without a packing) stay dense in `dtype`."""
 
     def __init__(self, parts: list[Int4Groups | torch.Tensor], bias: bool,
-                 dtype: torch.dtype) -> None:
+                 dtype: torch.dtype, backend: str = "cpu") -> None:
         super().__init__()
-        self.segments = nn.ModuleList(_segment(run, dtype) for run in _runs(parts))
+        if backend not in ("cpu", "triton"):
+            raise ValueError(f"QuantLinear: backend must be 'cpu' or 'triton', got {backend!r}")
+        self.segments = nn.ModuleList(_segment(run, dtype, backend) for run in _runs(parts))
         self.in_features = self.segments[0].in_features
         self.out_features = sum(seg.out_features for seg in self.segments)
         self.bias = nn.Parameter(torch.zeros(self.out_features, dtype=dtype)) if bias else None
@@ -110,12 +144,15 @@ def _runs(parts: list[Int4Groups | torch.Tensor]) -> list[list[Int4Groups | torc
     return runs
 
 
-def _segment(run: list[Int4Groups | torch.Tensor], dtype: torch.dtype) -> nn.Module:
+def _segment(run: list[Int4Groups | torch.Tensor], dtype: torch.dtype,
+             backend: str) -> nn.Module:
     if isinstance(run[0], Int4Groups):
         groups = Int4Groups(
             torch.cat([p.codes for p in run]), torch.cat([p.scales for p in run]),
             torch.cat([p.zeros for p in run]), run[0].repeat,
         )
+        if backend == "triton":
+            return TritonInt4Matmul(groups, dtype)
         if groups.shape[0] % _ROWS_MULTIPLE == 0:
             return Int4Matmul(groups)
         return DenseMatmul(groups.dequantize().to(dtype))
