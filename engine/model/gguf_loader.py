@@ -6,8 +6,9 @@ types Q4_0, Q4_1, Q4_K and Q8_0 become `QuantLinear`s (quant_linear.py: int4 cod
 copy) on a CPU computing in bf16 (torch's int4 kernel) and on a GPU in any dtype (the Triton
 kernel of kernels/int4_matmul.py); every other tensor, and every tensor on a CPU computing in
 float32 or with `THINKGATE_GGUF_DEQUANTIZE=1`, is dequantized exactly (gguf_blocks.py) and
-loaded like a safetensors weight. The token embedding (and the
-lm_head) stay dense: a Q8_0 `token_embd` is dequantized once, at load.
+loaded like a safetensors weight. A 4-bit token embedding (Q4_0, Q4_1, Q4_K) stays 4-bit
+too and serves as the tied lm_head (`QuantEmbedding`, layers/quant_embedding.py); a Q8_0 one is
+dequantized once, at load.
 
 llama.cpp stores a "llama" file's q and k rows permuted (its RoPE pairs neighbours); the rows
 are put back in Hugging Face order, quantized or not (rows are independent in every format).
@@ -22,6 +23,7 @@ from typing import Any
 
 import torch
 from thinkgate.engine.model.layers.gguf_blocks import PACKED_TYPES, Int4Groups, dequantize, unpack
+from thinkgate.engine.model.layers.quant_embedding import QuantEmbedding, cpu_layout_ok
 from thinkgate.engine.model.layers.quant_linear import QuantLinear, int4_backend
 from thinkgate.engine.model.llama import (
     ArchConfig,
@@ -164,6 +166,9 @@ def load_gguf_model(path: Path, reader: Any, arch: ArchConfig, dtype: torch.dtyp
     for module in quantized:
         parent, child = module.rsplit(".", 1)
         setattr(net.get_submodule(parent), child, nn.Identity())  # not allocated in float
+    embed = _EMBED if pack and _packs_embedding(tensors, backend) else None
+    if embed:
+        net.embed = nn.Identity()
     net = net.to_empty(device=device).to(dtype)
     net.inv_freq = rope_inv_freq(arch).float().to(device)  # buffers are not in checkpoints
     for module, names in quantized.items():
@@ -173,10 +178,27 @@ def load_gguf_model(path: Path, reader: Any, arch: ArchConfig, dtype: torch.dtyp
         layer = QuantLinear(parts, bias, dtype, backend or "cpu").to(device)
         setattr(net.get_submodule(parent), child, layer)
     skip = {name for names in quantized.values() for name in names}
+    if embed:
+        net.embed = QuantEmbedding(tensors.part(embed), dtype, backend or "cpu").to(device)
+        skip.add(embed)
     net.load_weights((name, tensors.dense(name)) for name in tensors.by_name if name not in skip)
     net.init_rope_cache(arch.max_position_embeddings)
     _log_memory(path, net, dtype)
     return net
+
+
+_EMBED = "model.embed_tokens.weight"
+_EMBED_TYPES = ("Q4_0", "Q4_1", "Q4_K")  # one int4 matrix (Q8_0's two: layers/quant_embedding.py)
+
+
+def _packs_embedding(tensors: _Tensors, backend: str | None) -> bool:
+    """Whether the token embedding stays 4-bit (`QuantEmbedding`): a 4-bit type and a layout
+    the backend reads rows from (torch's CPU layout checked, rows in blocks of 64)."""
+    if _EMBED not in tensors.by_name or tensors.qtype(_EMBED) not in _EMBED_TYPES:
+        return False
+    if backend == "cpu":
+        return tensors.shape(_EMBED)[0] % 64 == 0 and cpu_layout_ok()
+    return backend == "triton"
 
 
 _BIAS = {"qkv": "attention_bias", "o": "o_proj_bias", "gate_up": "mlp_bias", "down": "mlp_bias"}
@@ -206,15 +228,18 @@ def _quantized_modules(tensors: _Tensors) -> dict[str, list[str]]:
 
 
 def _log_memory(path: Path, net: nn.Module, dtype: torch.dtype) -> None:
-    quant = [m for m in net.modules() if isinstance(m, QuantLinear)]
+    quant = [m for m in net.modules() if isinstance(m, (QuantLinear, QuantEmbedding))]
     packed = sum(m.nbytes for m in quant)
-    as_bf16 = sum(m.in_features * m.out_features * 2 for m in quant)
+    as_bf16 = sum(m.in_features * m.out_features * 2 if isinstance(m, QuantLinear)
+                  else m.num_embeddings * m.embedding_dim * 2 for m in quant)
     dense = sum(p.numel() * p.element_size() for p in net.parameters())
     if quant:
         logger.info(
-            "%s: %d projections kept quantized in %.1f MiB (%.1f MiB in bf16: %.0f%%); "
-            "other weights %.1f MiB in %s", path.name, len(quant), packed / 2**20,
-            as_bf16 / 2**20, 100 * packed / as_bf16, dense / 2**20, dtype,
+            "%s: %d tensors kept quantized in %.1f MiB (%.1f MiB in bf16: %.0f%%); "
+            "other weights %.1f MiB in %s; all %.1f MiB, %.0f%% of the model in bf16",
+            path.name, len(quant), packed / 2**20, as_bf16 / 2**20, 100 * packed / as_bf16,
+            dense / 2**20, dtype, (packed + dense) / 2**20,
+            100 * (packed + dense) / (as_bf16 + dense * 2 / dtype.itemsize),
         )
     else:
         logger.info("%s: every weight dequantized, %.1f MiB in %s", path.name,

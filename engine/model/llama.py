@@ -200,11 +200,11 @@ class LlamaFamilyForCausalLM(nn.Module):
     def init_rope_cache(self, max_positions: int) -> None:
         """Precompute cos/sin for positions [0, max_positions): one lookup per step after this;
         the first half of sin is stored negated (rotate_half's sign)."""
-        device = self.embed.weight.device
+        device = self.norm.device
         positions = torch.arange(max_positions, device=device, dtype=torch.float32)
         freqs = positions.unsqueeze(1) * self.inv_freq.to(device)  # (P, D/2)
         emb = torch.cat((freqs, freqs), dim=-1)
-        dtype = self.embed.weight.dtype
+        dtype = self.norm.dtype
         sin = emb.sin()
         sin[:, : sin.shape[1] // 2].neg_()  # the sign of rotate_half (see DecoderLayer.forward)
         self.register_buffer("cos_cache", emb.cos().to(dtype), persistent=False)
@@ -231,18 +231,26 @@ class LlamaFamilyForCausalLM(nn.Module):
     def _lm_head_weight(self) -> torch.Tensor:
         return self.embed.weight if self.lm_head is None else self.lm_head.weight
 
+    def _quantized_tied_head(self) -> bool:
+        """A 4-bit embedding that is its own lm_head (layers/quant_embedding.py)."""
+        return self.lm_head is None and hasattr(self.embed, "project")
+
     def prepare_inference(self) -> None:
         """After the weights are final, on a CPU with oneDNN: pack the lm_head (float32 or
         bf16) and, in bf16, every decoder projection (packed_linear.py has the numbers)."""
-        weight = self._lm_head_weight()
-        self.packed_lm_head = PackedLinear(weight) if PackedLinear.supported(weight) else None
-        if weight.dtype == torch.bfloat16:
+        if not self._quantized_tied_head():
+            weight = self._lm_head_weight()
+            self.packed_lm_head = (PackedLinear(weight) if PackedLinear.supported(weight)
+                                   else None)
+        if self.norm.dtype == torch.bfloat16 and self.norm.device.type == "cpu":
             for layer in self.layers:
                 pack_linears(layer, ("qkv", "o") if layer.moe is not None else
                              ("qkv", "o", "gate_up", "down"))
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits (N, V) float32 from final hidden states (N, hidden)."""
+        if self._quantized_tied_head():
+            return self.embed.project(hidden).float()
         return linear(hidden, self._lm_head_weight(), self.packed_lm_head).float()
 
     @torch.no_grad()

@@ -180,14 +180,18 @@ def model_weight_bytes(model: Any, dtype: Any) -> int:
     hold their weight outside the parameters) and GGUF projections kept int4 (buffers)."""
     import torch
     from thinkgate.engine.model.layers.packed_linear import PackedLinear
-    from thinkgate.engine.model.layers.quant_linear import DenseMatmul, Int4Matmul
+    from thinkgate.engine.model.layers.quant_linear import (
+        DenseMatmul,
+        Int4Matmul,
+        TritonInt4Matmul,
+    )
 
     total = sum(p.numel() * p.element_size() for p in model.parameters())
     item = torch.empty((), dtype=dtype).element_size()
     for module in model.modules():
         if isinstance(module, PackedLinear):
             total += module.in_features * module.out_features * item
-        elif isinstance(module, (Int4Matmul, DenseMatmul)):  # GGUF weights kept quantized
+        elif isinstance(module, (Int4Matmul, TritonInt4Matmul, DenseMatmul)):  # GGUF, quantized
             total += sum(b.numel() * b.element_size() for b in module.buffers(recurse=False))
     return total
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 from gguf_files import quantize, write_gguf
 from thinkgate.engine.model.layers.gguf_blocks import PACKED_TYPES, dequantize, unpack
+from thinkgate.engine.model.layers.quant_embedding import QuantEmbedding, cpu_layout_ok
 from thinkgate.engine.model.layers.quant_linear import (
     DenseMatmul,
     Int4Matmul,
@@ -156,20 +157,20 @@ def test_gguf_model_on_the_triton_path_matches_dequantized(
                 assert abs(g_step[tid].logprob - w_step[tid].logprob) < 1e-3
 
 
-def _demo_gguf(tmp: Path, demo_dir: str) -> Path:
+def _demo_gguf(tmp: Path, demo_dir: str, embed: str = "Q8_0") -> Path:
     """The demo model (Qwen3, 4 layers) as GGUF: Q4_0, Q4_1, Q8_0, Q4_0 layers (its widths, 128
-    and 384, are no multiples of Q4_K's 256), a float32 k, a Q8_0 embedding."""
+    and 384, are no multiples of Q4_K's 256), a float32 k, an `embed` (tied) embedding."""
     from safetensors.torch import load_file
 
     cfg = json.loads((Path(demo_dir) / "config.json").read_text())
     cfg["rope_theta"] = cfg["rope_parameters"]["rope_theta"]
     state = load_file(str(Path(demo_dir) / "model.safetensors"))
-    types = {"model.embed_tokens.weight": "Q8_0"}
+    types = {"model.embed_tokens.weight": embed}
     for name in state:
         if ".layers." in name and name.endswith("proj.weight"):
             types[name] = ("Q4_0", "Q4_1", "Q8_0", "Q4_0")[int(name.split(".")[2])]
     types["model.layers.2.self_attn.k_proj.weight"] = "F32"  # qkv in 3 segments
-    path = tmp / "demo.gguf"
+    path = tmp / f"demo-{embed}.gguf"
     write_gguf(path, "qwen3", cfg, state, types)
     return path
 
@@ -202,20 +203,21 @@ def _q4_k_llama_gguf(tmp: Path) -> Path:
 
 
 def _generate(path: Path, demo_dir: str, dtype: str, monkeypatch: pytest.MonkeyPatch,
-              dequantize: bool, max_tokens: int) -> tuple[list, set[str]]:
+              dequantize: bool, max_tokens: int, prompts: list | None = None
+              ) -> tuple[list, set[str]]:
     from thinkgate import LLM, SamplingParams
 
     monkeypatch.setenv("THINKGATE_GGUF_DEQUANTIZE", "1" if dequantize else "0")
     llm = LLM(model=str(path), tokenizer=demo_dir, dtype=dtype, max_model_len=256)
     packed = {type(s).__name__ for m in llm.llm_engine.loaded.model.modules()
               if isinstance(m, QuantLinear) for s in m.segments}  # empty: nothing packed
-    prompts = [[1, 2, 3, 4, 5], [100, 200, 300], [7] * 12]
+    prompts = prompts or [[1, 2, 3, 4, 5], [100, 200, 300], [7] * 12]
     params = SamplingParams(temperature=0, max_tokens=max_tokens, logprobs=5, ignore_eos=True)
     return [o.outputs[0] for o in llm.generate(prompts, params, use_tqdm=False)], packed
 
 
 @needs_int4
-@pytest.mark.parametrize("model", ["demo_qwen3", "q4_k_llama"])
+@pytest.mark.parametrize("model", ["demo_qwen3", "demo_q4_1_embedding", "q4_k_llama"])
 def test_gguf_model_packed_matches_dequantized(model: str, tmp_path: Path, demo_dir: str,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """The same file packed in bf16 and dequantized in float32 (exact): the same greedy tokens,
@@ -224,11 +226,15 @@ def test_gguf_model_packed_matches_dequantized(model: str, tmp_path: Path, demo_
     same files dequantized to dense bf16 (today's path, which also leaves the float32 tokens
     on one demo prompt). The trained demo model runs 16 tokens; the random Q4_K model has near
     ties after its first token, so it is compared on that one."""
-    demo = model == "demo_qwen3"
-    path = _demo_gguf(tmp_path, demo_dir) if demo else _q4_k_llama_gguf(tmp_path)
+    demo = model.startswith("demo")
+    embed = "Q4_1" if model == "demo_q4_1_embedding" else "Q8_0"
+    path = _demo_gguf(tmp_path, demo_dir, embed) if demo else _q4_k_llama_gguf(tmp_path)
     steps = 16 if demo else 1
-    got, packed = _generate(path, demo_dir, "bfloat16", monkeypatch, False, steps)
-    want, dense_packed = _generate(path, demo_dir, "float32", monkeypatch, True, steps)
+    # with a 4-bit embedding the demo's third prompt starts on a near tie (0.008 nats, which
+    # dense bf16 resolves the other way too): the first two prompts only
+    prompts = [[1, 2, 3, 4, 5], [100, 200, 300]] if embed == "Q4_1" and demo else None
+    got, packed = _generate(path, demo_dir, "bfloat16", monkeypatch, False, steps, prompts)
+    want, dense_packed = _generate(path, demo_dir, "float32", monkeypatch, True, steps, prompts)
     assert packed and not dense_packed
     for g, w in zip(got, want):
         assert g.token_ids == w.token_ids
@@ -250,7 +256,33 @@ def test_packed_layout_of_the_demo_file(tmp_path: Path, demo_dir: str) -> None:
     assert [type(s) for s in model.layers[2].qkv.segments] == [Int4Matmul, DenseMatmul,
                                                                Int4Matmul]
     assert model.layers[2].down.segments[0].repeat == 2  # Q8_0
-    assert model.embed.weight.dtype == torch.bfloat16
+    assert model.embed.weight.dtype == torch.bfloat16  # Q8_0: dense (module doc)
+    four_bit = load_model(str(_demo_gguf(tmp_path, demo_dir, "Q4_0")), "auto", "cpu").model
+    assert isinstance(four_bit.embed, QuantEmbedding) and four_bit.packed_lm_head is None
+
+
+@pytest.mark.parametrize("backend", ["cpu", "triton"])
+def test_quant_embedding_rows_and_tied_head(backend: str) -> None:
+    """Looked-up rows are the table's rows (dequantized from the packed codes, bf16 scales),
+    the head is `hidden @ table.T`; torch's CPU layout is the one the module doc reads."""
+    if backend == "cpu" and not INT4:
+        pytest.skip("torch has no CPU int4 kernel")
+    assert backend != "cpu" or cpu_layout_ok()  # else the loader keeps tables dense
+    w = _weights(192, 64)
+    groups = unpack(quantize(w, "Q4_1"), "Q4_1", (192, 64))
+    table = QuantEmbedding(groups, torch.bfloat16, backend)
+    rounded = type(groups)(groups.codes, groups.scales.bfloat16().double(),
+                           groups.zeros.bfloat16().double()).dequantize()
+    ids = torch.tensor([[0, 31, 32, 63], [64, 100, 191, 0]])
+    rows = table(ids)
+    assert rows.shape == (2, 4, 64) and rows.dtype == torch.bfloat16
+    torch.testing.assert_close(rows.float(), rounded[ids].bfloat16().float(), rtol=0, atol=0)
+    hidden = torch.randn(3, 64).to(torch.bfloat16)
+    exact = hidden.float() @ groups.dequantize().T
+    assert (table.project(hidden).float() - exact).abs().max() <= 0.01 * exact.abs().max()
+    assert table.nbytes <= 0.32 * 192 * 64 * 2  # of the bf16 table
+    with pytest.raises(ValueError, match="one int4 matrix"):
+        QuantEmbedding(unpack(quantize(w, "Q8_0"), "Q8_0", (192, 64)), torch.bfloat16, backend)
 
 
 def test_llama_file_rows_come_back_in_hugging_face_order(tmp_path: Path) -> None:
