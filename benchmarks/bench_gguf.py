@@ -8,7 +8,8 @@ dequantized (`THINKGATE_GGUF_DEQUANTIZE=1`, the path before: dense bf16, oneDNN-
 runs greedy `LLM.generate` (EOS ignored) on both, alternating run by run; prints output tokens
 per wall second and per CPU second (process time moves far less with other jobs' load than the
 wall rate does on a shared machine), medians of `--repeats`, and each model's weight bytes.
-llama.cpp runs beside them when `llama_cpp` (llama-cpp-python) is installed. `--pure Q4_1`
+llama.cpp runs beside them when `llama_cpp` (llama-cpp-python) is installed (batch 1), and
+`--llama-server BIN` runs llama.cpp's server beside them at every batch. `--pure Q4_1`
 runs a copy of the file with every quantized tensor in that type, the Q8_0 token embedding
 included (as `llama-quantize --pure` writes; make_smollm2.pure_gguf): there the embedding and
 the tied lm_head stay 4-bit too (engine/model/layers/quant_embedding.py).
@@ -41,9 +42,58 @@ def _load(path: str, dequantize: bool, batch: int, eager: bool) -> Any:
 
 
 def _run(generate: Any, batch: int) -> tuple[float, float]:
-    wall, cpu = time.perf_counter(), time.process_time()
+    clock = getattr(generate, "cpu_time", time.process_time)
+    wall, cpu = time.perf_counter(), clock()
     tokens = generate(PROMPTS[:batch])
-    return tokens / (time.perf_counter() - wall), tokens / (time.process_time() - cpu)
+    return tokens / (time.perf_counter() - wall), tokens / (clock() - cpu)
+
+
+def _llama_server(binary: str, path: str, tokens: int, threads: int, slots: int) -> Any:
+    """llama.cpp's own server (`llama-server`, built from the llama.cpp source): `slots`
+    parallel sequences batched together, the requests sent at once over HTTP. Its CPU time is
+    read from /proc (the server's process), so the CPU-time rate counts llama.cpp's work only."""
+    import atexit
+    import socket
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [binary, "-m", path, "-t", str(threads), "-tb", str(threads), "-np", str(slots),
+         "-c", str(512 * slots), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    atexit.register(proc.kill)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None:
+            raise RuntimeError(f"llama-server exited with {proc.returncode}")
+        time.sleep(0.1)
+    client = httpx.Client(timeout=600)
+
+    def one(prompt: str) -> int:
+        body = {"prompt": prompt, "n_predict": tokens, "temperature": 0, "ignore_eos": True,
+                "cache_prompt": False}
+        return int(client.post(f"{url}/completion", json=body).json()["tokens_predicted"])
+
+    def generate(prompts: list[str]) -> int:
+        with ThreadPoolExecutor(len(prompts)) as pool:
+            return sum(pool.map(one, prompts))
+
+    def cpu_time() -> float:
+        fields = open(f"/proc/{proc.pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    generate.cpu_time = cpu_time  # type: ignore[attr-defined]
+    return generate
 
 
 def _llama_cpp(path: str, tokens: int, threads: int) -> Any:
@@ -56,7 +106,8 @@ def _llama_cpp(path: str, tokens: int, threads: int) -> Any:
     def generate(prompts: list[str]) -> int:
         if len(prompts) != 1:
             raise ValueError("llama-cpp-python runs one sequence at a time")
-        out = llm(prompts[0], max_tokens=tokens, temperature=0, ignore_eos=True)
+        out = llm(prompts[0], max_tokens=tokens, temperature=0,  # EOS banned: no early stop
+                  logit_bias={llm.token_eos(): -1e9})
         return int(out["usage"]["completion_tokens"])
     return generate
 
@@ -70,6 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--enforce-eager", action="store_true", help="no torch.compile")
     ap.add_argument("--pure", choices=["Q4_0", "Q4_1"],
                     help="every quantized tensor in this type (a copy written under /tmp)")
+    ap.add_argument("--llama-server", help="a llama-server binary to run beside (every batch)")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
     import torch
@@ -92,12 +144,16 @@ def main(argv: list[str] | None = None) -> None:
             outs = llm.generate(prompts, params, use_tqdm=False)
             return sum(len(o.outputs[0].token_ids) for o in outs)
         engines[name] = generate
-    cpp = _llama_cpp(path, args.tokens, args.threads or torch.get_num_threads())
+    threads = args.threads or torch.get_num_threads()
+    cpp = _llama_cpp(path, args.tokens, threads)
     if cpp is not None:
         engines["llama.cpp (llama-cpp-python)"] = cpp
+    if args.llama_server:
+        engines["llama.cpp (llama-server)"] = _llama_server(
+            args.llama_server, path, args.tokens, threads, max(args.batches))
     rows = []
     for batch in args.batches:
-        live = {n: g for n, g in engines.items() if batch == 1 or not n.startswith("llama.cpp")}
+        live = {n: g for n, g in engines.items() if batch == 1 or "python" not in n}
         for generate in live.values():
             generate(PROMPTS[:batch])  # warm-up
         runs: dict[str, list[tuple[float, float]]] = {n: [] for n in live}
