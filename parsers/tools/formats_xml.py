@@ -176,7 +176,7 @@ SPECS = [
     ToolSpec("pythonic", (_PY,), "Llama 3.2 pythonic, ToolACE", anchored=("[",)),
     ToolSpec("llama4_pythonic", (Region(("<|python_start|>",), "pythonic",
                                         end=("<|python_end|>",), render_args="pythonic"), _PY),
-             "Llama 4 (pythonic)", anchored=("[",)),
+             "Llama 4 (pythonic)", anchored=("[", "<|python_start|>")),
     ToolSpec("olmo3", (Region(("<function_calls>",), "pythonic", end=("</function_calls>",),
                               render_args="pythonic", render_sep="\n"),), "AllenAI OLMo 3"),
     ToolSpec("lfm2", (Region(("<|tool_call_start|>",), "pythonic", end=("<|tool_call_end|>",),

@@ -388,7 +388,8 @@ class RegionReader:
             return JsonArgsBody(name, self.call_id, r.call_end + r.end)
         if r.body == "gemma":
             return GemmaBody(name, r.string_delim, r.call_close,
-                             keep_cut=r.string_delim == '<|"|>')
+                             keep_cut=r.string_delim == '<|"|>',
+                             params=tool_parameters(self.tools, name))
         if r.body == "nested_xml":
             return NestedXmlBody(name, self.call_id, r.namespace,
                                  tool_parameters(self.tools, name), r.call_close, stops)
