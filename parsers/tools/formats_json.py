@@ -51,7 +51,9 @@ SPECS = [
              "AI21 Jamba", keep_ws=True),
     ToolSpec("hunyuan_a13b", (Region(("<tool_calls>",), "json_list", end=("</tool_calls>",)),),
              "Tencent Hunyuan-A13B", keep_ws=True),
-    ToolSpec("granite", (Region(("<|tool_call|>", "<tool_call>"), "json_list"),),
+    # a marker not followed by a call list is dropped, the text after it kept (vLLM's engine)
+    ToolSpec("granite", (Region(("<|tool_call|>", "<tool_call>"), "json_list",
+                                bare_give_back=True),),
              "IBM Granite 3.0 / 3.1"),
     ToolSpec("phi4_mini_json", (Region(("functools",), "json_list", args_required=True),),
              "Phi-4-mini",
