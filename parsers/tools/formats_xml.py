@@ -29,9 +29,17 @@ def _qwen(trim: bool = True) -> tuple[Region, ...]:
 
 
 def _invoke(begin: str, end: str, call_begin: str, param: ParamSyntax, call_close: str,
-            **extra: bool) -> tuple[Region, ...]:
-    return (Region((begin,), "xml", end=(end,), call_begin=(call_begin,), header=_QFN,
+            header: Header = _QFN, **extra: bool) -> tuple[Region, ...]:
+    return (Region((begin,), "xml", end=(end,), call_begin=(call_begin,), header=header,
                    params=param, call_close=call_close, render_args="xml", **extra),)
+
+
+_SEED_PARAM = ParamSyntax("<parameter=", ">", "</parameter>")
+# a `<parameter name=` met inside a value ends it (a misspelled `</parameter>`, as vLLM reads it)
+_MM2_PARAM = ParamSyntax("<parameter name=", ">", "</parameter>", trim_newline=False,
+                         open_closes=True)
+# a `<function=` inside a name ends that call (`<function=w<function=write>`: `w`, then `write`)
+_SEED_FN = Header(name_end=(">",), name_stop=("<function=",), render="{name}")
 
 
 def _atem(decode: str) -> tuple[Region, ...]:
@@ -90,15 +98,23 @@ SPECS = [
     ToolSpec("step3p5", _qwen(), "StepFun Step-3.5"),
     ToolSpec("step5", _qwen(), "StepFun Step-5", keep_ws=True),
     ToolSpec("mimo", _qwen(trim=False), "Xiaomi MiMo"),
-    ToolSpec("seed_oss", (Region(("<seed:tool_call>",), "xml", end=("</seed:tool_call>",),
-                                 call_begin=("<function=",), header=_FN,
-                                 params=ParamSyntax("<parameter=", ">", "</parameter>"),
-                                 call_close="</function>", render_args="xml"),),
-             "ByteDance Seed-OSS"),
+    # a call written without the wrapper (or after a misspelled one) is read too, and the
+    # wrapper's end marker after it is dropped (vLLM's engine); in thinking only the wrapper
+    # ends it
+    ToolSpec("seed_oss", (*_invoke("<seed:tool_call>", "</seed:tool_call>", "<function=",
+                                   _SEED_PARAM, "</function>", header=_SEED_FN),
+                          Region(("<function=",), "xml", end=("</seed:tool_call>",),
+                                 header=_SEED_FN,
+                                 params=_SEED_PARAM, call_close="</function>",
+                                 render_args="xml")),
+             "ByteDance Seed-OSS", ends_reasoning_at=("<seed:tool_call>",)),
     # MiniMax writes values bare, and vLLM keeps a value's newlines: no newline framing
-    ToolSpec("minimax_m2", _invoke("<minimax:tool_call>", "</minimax:tool_call>", "<invoke name=",
-                                   ParamSyntax("<parameter name=", ">", "</parameter>",
-                                               trim_newline=False), "</invoke>"), "MiniMax-M2"),
+    ToolSpec("minimax_m2", (*_invoke("<minimax:tool_call>", "</minimax:tool_call>",
+                                     "<invoke name=", _MM2_PARAM, "</invoke>"),
+                            Region(("<invoke name=",), "xml", end=("</minimax:tool_call>",),
+                                   header=_QFN, params=_MM2_PARAM, call_close="</invoke>",
+                                   render_args="xml")),
+             "MiniMax-M2", ends_reasoning_at=("<minimax:tool_call>",)),
     # vLLM's dots parser: a call to a tool the request does not name is text; a block may
     # hold one JSON call object instead of invokes
     ToolSpec("dots", _invoke("<dots_function_call>", "</dots_function_call>", "<invoke name=",
