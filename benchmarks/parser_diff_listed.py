@@ -153,9 +153,9 @@ def _thinking_cut_off(reasoning: str, text: str, mine: Result, theirs: Result,
                 and mine[0].strip() in c and not any(m.strip() in text for m in ends))
 
 
-# vLLM's step3 returns an object-typed parameter as the JSON text the model wrote; gemma4 turns
-# every number, boolean and null inside a nested value into a string. Ours keep the types.
-STRINGIFIES_VALUES = {"step3", "gemma4"}
+# vLLM's step3 returns an object-typed parameter as the JSON text the model wrote; ours keeps
+# the type.
+STRINGIFIES_VALUES = {"step3"}
 
 
 def _as_strings(v: Any) -> Any:
