@@ -47,6 +47,7 @@ register_reasoning_parser("hy_v4")(ReasoningFormat(
     description="Hunyuan 4: `<think>` tags with optional `:type` suffixes"))
 tagged("granite", ("Here's my thought process:", "Here is my thought process:"),
        ("Here's my response:", "Here is my response:"), whitespace="keep",
+       content_drop=(),  # a response phrase outside thinking is text (as vLLM reads it)
        description="Granite 3.2: phrase markers, not tokens")
 tagged("gemma4", ("<|channel>",), ("<channel|>",), reasoning_head=("thought",), whitespace="trail",
        implicit_end=("<|tool_call>",), opening_ws_content=True,
