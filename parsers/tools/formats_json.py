@@ -21,7 +21,8 @@ SPECS = [
     ToolSpec("hermes", (_TC,), "Hermes 2/3, Qwen2.5, QwQ", keep_ws=True),
     ToolSpec("qwen3_json", (_TC,), "Qwen2.5 / QwQ / Qwen3 (JSON tool calls)", keep_ws=True),
     ToolSpec("granite4", (_TC,), "IBM Granite 4", keep_ws=True, verbatim=True),
-    ToolSpec("ernie45", (_TC,), "Baidu ERNIE 4.5"),
+    # vLLM strips only the newlines between the text and the first call
+    ToolSpec("ernie45", (_TC,), "Baidu ERNIE 4.5", keep_ws=True, keep_ws_trim="\n"),
     ToolSpec("longcat", (Region(("<longcat_tool_call>",), "json_call",
                                end=("</longcat_tool_call>",)),), "Meituan LongCat-Flash",
              keep_ws=True),

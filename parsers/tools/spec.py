@@ -98,6 +98,7 @@ class ToolSpec:
                                                       # implicitly (None: all of them)
     keep_ws: bool = False  # whitespace around a section stays in the content (vLLM's engine
                            # parsers with strip_content_whitespace_with_tools off)
+    keep_ws_trim: str = ""  # stripped from the end of that whitespace (ERNIE: its newlines)
     verbatim: bool = False  # text after a section is content as written (leading whitespace too)
     grammar: str = "native"  # "native": structural tag in the format's syntax
     content_drop: tuple[str, ...] = ()  # wrapper markers dropped from content (Kimi K3's
