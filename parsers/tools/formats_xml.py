@@ -37,7 +37,7 @@ def _invoke(begin: str, end: str, call_begin: str, param: ParamSyntax, call_clos
 _SEED_PARAM = ParamSyntax("<parameter=", ">", "</parameter>")
 # a `<parameter name=` met inside a value ends it (a misspelled `</parameter>`, as vLLM reads it)
 _MM2_PARAM = ParamSyntax("<parameter name=", ">", "</parameter>", trim_newline=False,
-                         open_closes=True)
+                         open_closes=True, close_call_closes=True)
 # a `<function=` inside a name ends that call (`<function=w<function=write>`: `w`, then `write`)
 _SEED_FN = Header(name_end=(">",), name_stop=("<function=",), render="{name}")
 
@@ -71,10 +71,11 @@ def _dsml(begins: tuple[str, ...], ends: tuple[str, ...], space: str = "",
 
 def _glm(name_end: tuple[str, ...], params: ParamSyntax = KV,
          drop_cut_off: bool = True) -> tuple[Region, ...]:
-    """vLLM's GLM engine parsers drop a block cut off before its name ends, and an empty one."""
+    """vLLM's GLM engine parsers drop a block cut off before its name ends, an empty one, and
+    a call to a tool the request does not offer."""
     return (Region(("<tool_call>",), "xml", end=("</tool_call>",), params=params,
                    header=Header(name_end=name_end, name_stop=("<arg_key>",)),
-                   render_args="xml", drop_cut_off=drop_cut_off),)
+                   render_args="xml", drop_cut_off=drop_cut_off, drop_unknown=drop_cut_off),)
 
 
 _HY_KV = ParamSyntax("<arg_key>", "</arg_key>", "</arg_value>", value_open="<arg_value",
@@ -110,10 +111,10 @@ SPECS = [
              "ByteDance Seed-OSS", ends_reasoning_at=("<seed:tool_call>",)),
     # MiniMax writes values bare, and vLLM keeps a value's newlines: no newline framing
     ToolSpec("minimax_m2", (*_invoke("<minimax:tool_call>", "</minimax:tool_call>",
-                                     "<invoke name=", _MM2_PARAM, "</invoke>"),
+                                     "<invoke name=", _MM2_PARAM, "</invoke>", drop_unknown=True),
                             Region(("<invoke name=",), "xml", end=("</minimax:tool_call>",),
                                    header=_QFN, params=_MM2_PARAM, call_close="</invoke>",
-                                   render_args="xml")),
+                                   render_args="xml", drop_unknown=True)),
              "MiniMax-M2", ends_reasoning_at=("<minimax:tool_call>",)),
     # vLLM's dots parser: a call to a tool the request does not name is text; a block may
     # hold one JSON call object instead of invokes

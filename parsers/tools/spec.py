@@ -61,6 +61,7 @@ class Region:
     render_sep: str = ""               # what the renderer writes between calls of one region
     render_args: str = "json"          # json | xml | nested_xml | pythonic | gemma
     known_names: bool = False          # with tools given, a call naming none of them is text
+    drop_unknown: bool = False         # with tools given, a call naming none of them is dropped
     json_alt: bool = False             # a region with call_begin may hold one JSON call object
                                        # instead (dots' `<dots_function_call>{"name": ..}`)
     collapse_doubled: bool = False     # `get_weather.get_weather` is the registered
