@@ -191,7 +191,8 @@ class StreamParser(DeltaWriter):
             and self._num_calls == 0 and self._p.reasoning.opening_ws_content
         if keep and self._pending_ws and self._state != DISCARD and (
                 not self._seg_empty or self._state == REASONING or opening
-                or (role == "discard" and self._state == CONTENT and self._content_seen)) and not (
+                or (role == "discard" and self._state == CONTENT
+                    and marker in self._p.reasoning.end)) and not (
                 self._state == REASONING and self._p._trim_rtail):
             self._emit(self._seg_kind(), self._pending_ws)
         self._boundary()
