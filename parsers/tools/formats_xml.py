@@ -180,7 +180,8 @@ SPECS = [
         params=ParamSyntax("<ifm|arg_key>", "</ifm|arg_key>", "</ifm|arg_value>",
                            value_open="<ifm|arg_value>", trim_newline=False),
         render_args="xml"),), "K2-Horizon", keep_ws=True),
-    ToolSpec("gemma4", (Region(("<|tool_call>",), "gemma", end=("<tool_call|>",),
+    # some Gemma 4 checkpoints close a call with the turn's end, `<turn|>` (read as vLLM does)
+    ToolSpec("gemma4", (Region(("<|tool_call>",), "gemma", end=("<tool_call|>", "<turn|>"),
                                header=Header(name_stop=("{",), strip_prefixes=("call:", ":"),
                                              render="call:{name}"),
                                string_delim='<|"|>', render_args="gemma"),), "Google Gemma 4"),
