@@ -106,6 +106,7 @@ def _arguments_dropped(tool: str | None, text: str, mine: Result, theirs: Result
 
 
 CHANNEL_FORMATS = {"muse", "muse_glimmer", "musespark1x", "openai_gptoss"}
+CHANNEL_ROUTE = {"openai": "openai_gptoss"}  # a channel tool format's reasoning format
 
 
 def _only_markers(text: str, markers: tuple[str, ...]) -> bool:
@@ -121,10 +122,14 @@ def _only_markers(text: str, markers: tuple[str, ...]) -> bool:
 
 def _header_cut_off(reasoning: str, text: str, mine: Result, theirs: Result,
                     ends: tuple[str, ...], markers: tuple[str, ...]) -> bool:
-    """Muse/gpt-oss output cut inside a message header: vLLM's content is the header's text."""
+    """Muse/gpt-oss output cut inside a message header: vLLM's content is ours followed by
+    the header's text (after a `\n` where it joins messages)."""
     r, c, calls = theirs
+    a = mine[1] or ""
     return (reasoning in CHANNEL_FORMATS and mine[2] == calls and mine[0] == r
-            and mine[1] is None and bool(c) and _only_markers(c, markers))
+            and bool(c) and c.startswith(a) and bool(c[len(a):].strip())
+            and text.rstrip().endswith(c[len(a):].strip()[-6:])
+            and _only_markers(c[len(a):], markers))
 
 
 def _muse_header_in_reasoning(reasoning: str, text: str, mine: Result, theirs: Result,
@@ -153,9 +158,9 @@ def _thinking_cut_off(reasoning: str, text: str, mine: Result, theirs: Result,
                 and mine[0].strip() in c and not any(m.strip() in text for m in ends))
 
 
-# vLLM's step3 returns an object-typed parameter as the JSON text the model wrote; gemma4 turns
-# every number, boolean and null inside a nested value into a string. Ours keep the types.
-STRINGIFIES_VALUES = {"step3", "gemma4"}
+# vLLM's step3 returns an object-typed parameter as the JSON text the model wrote; ours keeps
+# the type.
+STRINGIFIES_VALUES = {"step3"}
 
 
 def _as_strings(v: Any) -> Any:
@@ -377,4 +382,8 @@ def listed_difference(tool: str | None, reasoning: str | None, text: str, mine: 
         if tool is None and reasoning and marker_rule(reasoning, text, mine, theirs, ends,
                                                       markers):
             return label
+    if tool in ("openai", *CHANNEL_FORMATS) and _header_cut_off(
+            CHANNEL_ROUTE.get(tool, tool), text, mine, theirs, ends, markers):
+        # a tool run of a channel format (read with its reasoning parser): the same row
+        return "Muse/gpt-oss output cut inside a message header"
     return None

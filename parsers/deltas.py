@@ -74,7 +74,10 @@ class DeltaWriter:
             elif isinstance(ev, ToolStart):
                 if (self._p._keep_ws and self._section_ws and self._content_seen
                         and self._num_calls == self._section_calls):
-                    self._emit(CONTENT, self._section_ws)
+                    kept = self._section_ws.rstrip(self._p.tool.kept_whitespace_trim) \
+                        if self._p.tool.kept_whitespace_trim else self._section_ws
+                    if kept:
+                        self._emit(CONTENT, kept)
                     self._open_ws = ""
                 self._pending_ws, self._section_ws, self._at_start = "", None, False
                 if self._filters is not None:

@@ -99,6 +99,8 @@ class ReasoningFormat:
         (granite_thinking: its newlines, `</think>\n\n  Hi` -> `  Hi`).
     partial_marker_drop: at the end of the output, a trailing prefix of a marker at least this
         long is dropped (a marker cut off by the token limit); 0: kept as text.
+    opening_ws_content: whitespace the output opens with, before its start marker, is content
+        (vLLM's mistral, gemma4, minimax_m3: `\n[THINK]r[/THINK]c` -> content `\nc`).
     """
 
     name: str
@@ -123,6 +125,7 @@ class ReasoningFormat:
     text_filter: Callable[[], Any] | None = None
     prefill_switch: Switch | None = None
     leading_drop: tuple[str, ...] = ()
+    opening_ws_content: bool = False
     description: str = ""
 
     def __post_init__(self) -> None:

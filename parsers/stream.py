@@ -186,8 +186,13 @@ class StreamParser(DeltaWriter):
                 self._strip_lead = self._strip_lead or bool(self._pending_ws) or self._seg_empty
             return end
         keep = self._p._keep_rws and role in ("end", "implicit", "start", "discard")
+        # whitespace the output opens with, before thinking starts (`opening_ws_content`)
+        opening = role == "start" and self._state == CONTENT and not self._content_seen \
+            and self._num_calls == 0 and self._p.reasoning.opening_ws_content
         if keep and self._pending_ws and self._state != DISCARD and (
-                not self._seg_empty or self._state == REASONING) and not (
+                not self._seg_empty or self._state == REASONING or opening
+                or (role == "discard" and self._state == CONTENT
+                    and marker in self._p.reasoning.end)) and not (
                 self._state == REASONING and self._p._trim_rtail):
             self._emit(self._seg_kind(), self._pending_ws)
         self._boundary()

@@ -108,6 +108,8 @@ class ToolFormat:
         `[` or `{`. Anywhere else they are text, and they never end reasoning.
     keeps_whitespace: the whitespace between content and a section stays in the content
         (`I'll check. <section>` gives `I'll check. `), as vLLM's parser for the format keeps it.
+    kept_whitespace_trim: characters stripped from the end of that whitespace (ERNIE 4.5's
+        `\n`: vLLM strips only the newlines before its first call).
     keeps_text_verbatim: the text after a section is content as written, its leading whitespace
         included (`CALL \nDone.` gives ` \nDone.`); whitespace-only content is still none.
     content_drop: markers dropped wherever they appear in content (answer wrappers).
@@ -124,6 +126,7 @@ class ToolFormat:
     anchored_markers: tuple[str, ...] = ()
     ends_reasoning: bool = True
     keeps_whitespace: bool = False
+    kept_whitespace_trim: str = ""
     keeps_text_verbatim: bool = False
     content_drop: tuple[str, ...] = ()
     anchor_after: tuple[str, ...] = ()

@@ -43,7 +43,10 @@ def _muse(name: str, bare_is_reasoning: bool) -> ReasoningFormat:
     return ReasoningFormat(
         name=name, start=(*_headers("self"), *(bare if bare_is_reasoning else ())),
         end=_MUSE_ENDS, content_drop=_MUSE_ENDS + (() if bare_is_reasoning else bare),
-        discard=_headers("developer"), prefilled=False, reopen=True, whitespace="keep",
+        # text between messages (after `<|eom|>`/`<|eot|>`, before the next header) is framing,
+        # dropped as vLLM's Muse parsers drop it
+        discard=(*_headers("developer"), "<|eom|>", "<|eot|>"), prefilled=False, reopen=True,
+        whitespace="keep",
         # the output's first header after the prompt's `<|start|>assistant`, space included
         leading_drop=(" to=user" + _MSG, " to=commentary" + _MSG),
         partial_marker_drop=3,  # a header cut off at the end (`<|start|>assi`) is not text

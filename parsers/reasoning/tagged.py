@@ -47,12 +47,13 @@ register_reasoning_parser("hy_v4")(ReasoningFormat(
     description="Hunyuan 4: `<think>` tags with optional `:type` suffixes"))
 tagged("granite", ("Here's my thought process:", "Here is my thought process:"),
        ("Here's my response:", "Here is my response:"), whitespace="keep",
+       content_drop=(),  # a response phrase outside thinking is text (as vLLM reads it)
        description="Granite 3.2: phrase markers, not tokens")
 tagged("gemma4", ("<|channel>",), ("<channel|>",), reasoning_head=("thought",), whitespace="trail",
-       implicit_end=("<|tool_call>",),
+       implicit_end=("<|tool_call>",), opening_ws_content=True,
        description="Gemma 4: `<|channel>thought\\n..<channel|>`; `thought` is dropped")
 tagged("mistral", ("[THINK]", "<think>"), ("[/THINK]", "</think>"), whitespace="trail",
-       implicit_end=("[TOOL_CALLS]",),
+       implicit_end=("[TOOL_CALLS]",), opening_ws_content=True,
        description="Mistral/Magistral: `[THINK]` special tokens (v13+) or `<think>` text (v11)")
 # vLLM runs Cohere's own filter (cohere_melody): see whitespace "rstrip"; citation tags are
 # dropped (`<co>..</co: 0:[1]>`, CohereCitations). Command 4 starts in

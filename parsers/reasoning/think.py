@@ -64,7 +64,7 @@ think("minimax_m2_append_think", start=(), end=("</think>",), prefilled=False,
 # answer starts with is dropped, one later on is text (as in vLLM)
 think("minimax_m3", whitespace="keep", start=("<mm:think>",), end=("</mm:think>",), prefilled=False,
       prefill_switch=lambda ckw: ckw.get("thinking_mode") == "enabled", content_drop=(),
-      leading_drop=("</mm:think>",),
+      leading_drop=("</mm:think>",), opening_ws_content=True,
       description="MiniMax-M3: explicit `<mm:think>`; a plain answer is content")
 # vLLM keeps the text as written and unwraps `<response>..</response>`, dropping the newline
 # (or two) between `</think>` and the wrapper and the one after it.

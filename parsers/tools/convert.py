@@ -194,3 +194,94 @@ def convert_value(raw: str, schema: dict | None) -> Any:
         if ok:
             return v
     return raw
+
+
+# --- schema coercion of raw string leaves, as vLLM's engine parsers do it (gemma4) -----------
+
+_PRIORITY = ("null", "integer", "number", "boolean", "object", "array", "string")
+
+
+def vllm_types(schema: Any) -> set[str]:
+    """The types a property schema names (`type`, `enum` values, `anyOf`/`oneOf`/`allOf`),
+    aliases read as JSON types; {"string"} when it names none (vLLM's reading)."""
+    if not isinstance(schema, dict):
+        return {"string"}
+    out: set[str] = set()
+    t = schema.get("type")
+    for x in (t if isinstance(t, list) else [t]):
+        if isinstance(x, str):
+            out.add(_type_name(x))
+    if isinstance(schema.get("enum"), list):
+        out |= {_json_type(v) for v in schema["enum"]}
+    for key in ("anyOf", "oneOf", "allOf"):
+        for sub in schema.get(key) or () if isinstance(schema.get(key), list) else ():
+            out |= vllm_types(sub)
+    return out or {"string"}
+
+
+def _finite(v: Any) -> bool:
+    try:
+        json.dumps(v, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
+
+
+def coerce_raw(raw: str, types: set[str]) -> Any:
+    """A raw string value as the first of `types` it reads as (null, integer, number, boolean,
+    object, array, string); no fit: its JSON value, else the string."""
+    for t in _PRIORITY:
+        if t not in types:
+            continue
+        if t == "string":
+            return raw
+        if t == "null" and raw.lower() == "null":
+            return None
+        if t in ("integer", "number"):
+            try:
+                return int(raw)
+            except ValueError:
+                pass
+        if t == "number":
+            try:
+                f = float(raw)
+            except ValueError:
+                continue
+            if math.isfinite(f):
+                return int(f) if f == int(f) else f
+        if t == "boolean" and raw.lower().strip() in ("true", "1", "false", "0"):
+            return raw.lower().strip() in ("true", "1")
+        if t in ("object", "array"):
+            ok, v = _json(raw)
+            if ok:
+                return v
+    ok, v = _json(raw)
+    return v if ok else raw
+
+
+def _json(raw: str) -> tuple[bool, Any]:
+    try:
+        v = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False, None
+    return _finite(v), v
+
+
+def coerce_by_schema(value: Any, schema: Any) -> Any:
+    """`value` (string leaves, dicts, lists) with each string leaf coerced by its schema:
+    object members by `properties`, list items by `items`; a leaf no schema types stays a
+    string (vLLM's engine parsers; Gemma 4 writes bare values as text)."""
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, str):
+        return coerce_raw(value, vllm_types(schema))
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        if not isinstance(props, dict):
+            return value
+        return {k: coerce_by_schema(v, props[k]) if isinstance(props.get(k), dict) else v
+                for k, v in value.items()}
+    if isinstance(value, list):
+        items = schema.get("items")
+        return [coerce_by_schema(v, items) for v in value] if isinstance(items, dict) else value
+    return value

@@ -8,13 +8,16 @@ from .formats_json import SPECS as _JSON_SPECS
 from .formats_xml import SPECS as _XML_SPECS
 from .k2_horizon import K2HorizonFormat
 from .minicpm5 import MiniCPM5Format
+from .pythonic_held import HeldPythonicFormat
 from .spec import ToolSpec
 from .suffixed import suffixed_factory
 from .tool_format import SpecToolFormat
 
 TOOL_SPECS: dict[str, ToolSpec] = {s.name: s for s in (*_JSON_SPECS, *_XML_SPECS)}
 
-_FORMAT_CLASSES = {"k2_horizon": K2HorizonFormat, "minicpm5": MiniCPM5Format}  # specs whose reading is not the shared one
+# specs whose reading is not the shared one
+_FORMAT_CLASSES = {"k2_horizon": K2HorizonFormat, "minicpm5": MiniCPM5Format,
+                   **dict.fromkeys(("pythonic", "llama4_pythonic", "olmo3"), HeldPythonicFormat)}
 
 for _name, _spec in TOOL_SPECS.items():
     register_tool_parser(_name)(_FORMAT_CLASSES.get(_name, SpecToolFormat)(_spec))

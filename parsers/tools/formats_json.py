@@ -21,7 +21,8 @@ SPECS = [
     ToolSpec("hermes", (_TC,), "Hermes 2/3, Qwen2.5, QwQ", keep_ws=True),
     ToolSpec("qwen3_json", (_TC,), "Qwen2.5 / QwQ / Qwen3 (JSON tool calls)", keep_ws=True),
     ToolSpec("granite4", (_TC,), "IBM Granite 4", keep_ws=True, verbatim=True),
-    ToolSpec("ernie45", (_TC,), "Baidu ERNIE 4.5"),
+    # vLLM strips only the newlines between the text and the first call
+    ToolSpec("ernie45", (_TC,), "Baidu ERNIE 4.5", keep_ws=True, keep_ws_trim="\n"),
     ToolSpec("longcat", (Region(("<longcat_tool_call>",), "json_call",
                                end=("</longcat_tool_call>",)),), "Meituan LongCat-Flash",
              keep_ws=True),
@@ -51,7 +52,9 @@ SPECS = [
              "AI21 Jamba", keep_ws=True),
     ToolSpec("hunyuan_a13b", (Region(("<tool_calls>",), "json_list", end=("</tool_calls>",)),),
              "Tencent Hunyuan-A13B", keep_ws=True),
-    ToolSpec("granite", (Region(("<|tool_call|>", "<tool_call>"), "json_list"),),
+    # a marker not followed by a call list is dropped, the text after it kept (vLLM's engine)
+    ToolSpec("granite", (Region(("<|tool_call|>", "<tool_call>"), "json_list",
+                                bare_give_back=True),),
              "IBM Granite 3.0 / 3.1"),
     ToolSpec("phi4_mini_json", (Region(("functools",), "json_list", args_required=True),),
              "Phi-4-mini",

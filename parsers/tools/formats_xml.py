@@ -29,9 +29,17 @@ def _qwen(trim: bool = True) -> tuple[Region, ...]:
 
 
 def _invoke(begin: str, end: str, call_begin: str, param: ParamSyntax, call_close: str,
-            **extra: bool) -> tuple[Region, ...]:
-    return (Region((begin,), "xml", end=(end,), call_begin=(call_begin,), header=_QFN,
+            header: Header = _QFN, **extra: bool) -> tuple[Region, ...]:
+    return (Region((begin,), "xml", end=(end,), call_begin=(call_begin,), header=header,
                    params=param, call_close=call_close, render_args="xml", **extra),)
+
+
+_SEED_PARAM = ParamSyntax("<parameter=", ">", "</parameter>")
+# a `<parameter name=` met inside a value ends it (a misspelled `</parameter>`, as vLLM reads it)
+_MM2_PARAM = ParamSyntax("<parameter name=", ">", "</parameter>", trim_newline=False,
+                         open_closes=True, close_call_closes=True)
+# a `<function=` inside a name ends that call (`<function=w<function=write>`: `w`, then `write`)
+_SEED_FN = Header(name_end=(">",), name_stop=("<function=",), render="{name}")
 
 
 def _atem(decode: str) -> tuple[Region, ...]:
@@ -63,10 +71,11 @@ def _dsml(begins: tuple[str, ...], ends: tuple[str, ...], space: str = "",
 
 def _glm(name_end: tuple[str, ...], params: ParamSyntax = KV,
          drop_cut_off: bool = True) -> tuple[Region, ...]:
-    """vLLM's GLM engine parsers drop a block cut off before its name ends, and an empty one."""
+    """vLLM's GLM engine parsers drop a block cut off before its name ends, an empty one, and
+    a call to a tool the request does not offer."""
     return (Region(("<tool_call>",), "xml", end=("</tool_call>",), params=params,
                    header=Header(name_end=name_end, name_stop=("<arg_key>",)),
-                   render_args="xml", drop_cut_off=drop_cut_off),)
+                   render_args="xml", drop_cut_off=drop_cut_off, drop_unknown=drop_cut_off),)
 
 
 _HY_KV = ParamSyntax("<arg_key>", "</arg_key>", "</arg_value>", value_open="<arg_value",
@@ -90,15 +99,23 @@ SPECS = [
     ToolSpec("step3p5", _qwen(), "StepFun Step-3.5"),
     ToolSpec("step5", _qwen(), "StepFun Step-5", keep_ws=True),
     ToolSpec("mimo", _qwen(trim=False), "Xiaomi MiMo"),
-    ToolSpec("seed_oss", (Region(("<seed:tool_call>",), "xml", end=("</seed:tool_call>",),
-                                 call_begin=("<function=",), header=_FN,
-                                 params=ParamSyntax("<parameter=", ">", "</parameter>"),
-                                 call_close="</function>", render_args="xml"),),
-             "ByteDance Seed-OSS"),
+    # a call written without the wrapper (or after a misspelled one) is read too, and the
+    # wrapper's end marker after it is dropped (vLLM's engine); in thinking only the wrapper
+    # ends it
+    ToolSpec("seed_oss", (*_invoke("<seed:tool_call>", "</seed:tool_call>", "<function=",
+                                   _SEED_PARAM, "</function>", header=_SEED_FN),
+                          Region(("<function=",), "xml", end=("</seed:tool_call>",),
+                                 header=_SEED_FN,
+                                 params=_SEED_PARAM, call_close="</function>",
+                                 render_args="xml")),
+             "ByteDance Seed-OSS", ends_reasoning_at=("<seed:tool_call>",)),
     # MiniMax writes values bare, and vLLM keeps a value's newlines: no newline framing
-    ToolSpec("minimax_m2", _invoke("<minimax:tool_call>", "</minimax:tool_call>", "<invoke name=",
-                                   ParamSyntax("<parameter name=", ">", "</parameter>",
-                                               trim_newline=False), "</invoke>"), "MiniMax-M2"),
+    ToolSpec("minimax_m2", (*_invoke("<minimax:tool_call>", "</minimax:tool_call>",
+                                     "<invoke name=", _MM2_PARAM, "</invoke>", drop_unknown=True),
+                            Region(("<invoke name=",), "xml", end=("</minimax:tool_call>",),
+                                   header=_QFN, params=_MM2_PARAM, call_close="</invoke>",
+                                   render_args="xml", drop_unknown=True)),
+             "MiniMax-M2", ends_reasoning_at=("<minimax:tool_call>",)),
     # vLLM's dots parser: a call to a tool the request does not name is text; a block may
     # hold one JSON call object instead of invokes
     ToolSpec("dots", _invoke("<dots_function_call>", "</dots_function_call>", "<invoke name=",
@@ -163,7 +180,8 @@ SPECS = [
         params=ParamSyntax("<ifm|arg_key>", "</ifm|arg_key>", "</ifm|arg_value>",
                            value_open="<ifm|arg_value>", trim_newline=False),
         render_args="xml"),), "K2-Horizon", keep_ws=True),
-    ToolSpec("gemma4", (Region(("<|tool_call>",), "gemma", end=("<tool_call|>",),
+    # some Gemma 4 checkpoints close a call with the turn's end, `<turn|>` (read as vLLM does)
+    ToolSpec("gemma4", (Region(("<|tool_call>",), "gemma", end=("<tool_call|>", "<turn|>"),
                                header=Header(name_stop=("{",), strip_prefixes=("call:", ":"),
                                              render="call:{name}"),
                                string_delim='<|"|>', render_args="gemma"),), "Google Gemma 4"),
@@ -176,7 +194,7 @@ SPECS = [
     ToolSpec("pythonic", (_PY,), "Llama 3.2 pythonic, ToolACE", anchored=("[",)),
     ToolSpec("llama4_pythonic", (Region(("<|python_start|>",), "pythonic",
                                         end=("<|python_end|>",), render_args="pythonic"), _PY),
-             "Llama 4 (pythonic)", anchored=("[",)),
+             "Llama 4 (pythonic)", anchored=("[", "<|python_start|>")),
     ToolSpec("olmo3", (Region(("<function_calls>",), "pythonic", end=("</function_calls>",),
                               render_args="pythonic", render_sep="\n"),), "AllenAI OLMo 3"),
     ToolSpec("lfm2", (Region(("<|tool_call_start|>",), "pythonic", end=("<|tool_call_end|>",),

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .convert import parse_literal
+from .convert import coerce_by_schema, parse_literal
 from .events import ArgsDelta, Body, CallEnd, CallStart, Event, args_entry
 
 
-def gemma_value(text: str, delim: str) -> Any:
-    """Parse one Gemma-style value (raises ValueError on bad syntax)."""
-    value, pos = _value(text.strip(), 0, delim)
+def gemma_value(text: str, delim: str, raw: bool = False) -> Any:
+    """Parse one Gemma-style value (raises ValueError on bad syntax); `raw`: a bare scalar
+    (`42`, `true`) stays its text, for the schema to type (Gemma 4, as vLLM reads it)."""
+    value, pos = _value(text.strip(), 0, delim, raw)
     if text.strip()[pos:].strip():
         raise ValueError(f"trailing text after a Gemma value: {text!r}")
     return value
@@ -42,7 +43,7 @@ def _skip_ws(s: str, i: int) -> int:
     return i
 
 
-def _value(s: str, i: int, delim: str) -> tuple[Any, int]:
+def _value(s: str, i: int, delim: str, raw: bool = False) -> tuple[Any, int]:
     i = _skip_ws(s, i)
     if s.startswith(delim, i):
         j = s.find(delim, i + len(delim))
@@ -70,9 +71,9 @@ def _value(s: str, i: int, delim: str) -> tuple[Any, int]:
                         raise ValueError(f"missing ':' in Gemma object {s!r}")
                     key = s[i:j].strip()
                     key = key[len(delim):-len(delim)] if key.startswith(delim) else key
-                out_d[key], i = _value(s, j + 1, delim)
+                out_d[key], i = _value(s, j + 1, delim, raw)
             else:
-                item, i = _value(s, i, delim)
+                item, i = _value(s, i, delim, raw)
                 out_l.append(item)
             i = _skip_ws(s, i)
             if i < len(s) and s[i] == ",":
@@ -83,14 +84,21 @@ def _value(s: str, i: int, delim: str) -> tuple[Any, int]:
     j = i
     while j < len(s) and s[j] not in ",}]":
         j += 1
+    if raw:
+        return s[i:j].strip(), j
     ok, v = parse_literal(s[i:j].strip())
     return (v if ok else s[i:j].strip()), j
 
 
 class GemmaBody(Body):
-    def __init__(self, name: str, delim: str, call_close: str, keep_cut: bool = False) -> None:
+    def __init__(self, name: str, delim: str, call_close: str, keep_cut: bool = False,
+                 params: dict | None = None) -> None:
         self.delim, self.call_close = delim, call_close
-        self.keep_cut = keep_cut  # an entry cut off by the output's end is kept (Gemma 4)
+        # Gemma 4 (as vLLM 0.33): an entry cut off by the output's end is kept, and bare values
+        # are text typed by the tool's schema (`params`: no property type keeps the text)
+        self.keep_cut = keep_cut
+        props = (params or {}).get("properties") if keep_cut else None
+        self.props = props if isinstance(props, dict) else {}
         self.pending: list[Event] = [CallStart(name)]
         self.started = True
         self.buf = ""
@@ -183,9 +191,11 @@ class GemmaBody(Body):
             return []
         key = key.strip().strip('"')
         try:
-            value = gemma_value(raw, self.delim)
+            value = gemma_value(raw, self.delim, self.keep_cut)
         except ValueError:
             value = raw.strip()
+        if self.keep_cut:
+            value = coerce_by_schema(value, self.props.get(key))
         self.num += 1
         return [args_entry(self.num, key, value)]
 

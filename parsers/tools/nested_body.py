@@ -21,12 +21,16 @@ from .events import ArgsDelta, Body, CallEnd, CallStart, Event, args_entry
 from .scan import split_on_markers
 
 
-def parse_elements(text: str, ns: str) -> list[tuple[str, str]] | None:
-    """Top-level ``ns<tag>inner ns</tag>`` elements of ``text``; None if it has none."""
+def parse_elements(text: str, ns: str, mixed: list[str] | None = None
+                   ) -> list[tuple[str, str]] | None:
+    """Top-level ``ns<tag>inner ns</tag>`` elements of ``text``; None if it has none. The text
+    between them is appended to ``mixed`` when given."""
     out: list[tuple[str, str]] = []
     i, open_tag = 0, ns + "<"
     while True:
         j = text.find(open_tag, i)
+        if mixed is not None:
+            mixed.append(text[i:] if j < 0 else text[i:j])
         if j < 0:
             break
         k = text.find(">", j + len(open_tag))
@@ -54,7 +58,8 @@ def nested_value(inner: str, schema: dict | None, ns: str, root: dict | None = N
     Members of an object and items of an array take their own schemas, through ``anyOf``,
     ``additionalProperties`` and references; an empty element is an empty array or object
     when its schema wants one; text with no schema stays a string (as vLLM's)."""
-    elements = parse_elements(inner, ns)
+    mixed: list[str] = []
+    elements = parse_elements(inner, ns, mixed)
     types = schema_types(schema)
     if elements is None:
         if not inner.strip() and "string" not in types:
@@ -78,6 +83,12 @@ def nested_value(inner: str, schema: dict | None, ns: str, root: dict | None = N
             repeated.add(tag)
         else:
             out[tag] = value
+    text = "".join(mixed)
+    if text.strip():  # text beside child elements: a reserved member (vLLM's `$text`)
+        key = "$text"
+        while key in out:
+            key = "$" + key
+        out[key] = text
     return out
 
 

@@ -289,6 +289,12 @@ class RegionReader:
         if self.r.known_names and self.tools and self.raw is not None \
                 and self.name not in _registered(self.tools):
             return self._give_back(self.buf)
+        if self.r.drop_unknown and self.tools and self.name not in _registered(self.tools):
+            # a call to a tool the request does not offer is dropped (vLLM's GLM and MiniMax
+            # engines): the block is calls, not text
+            self.skipping, self.raw = True, None
+            self.state = "pre_body"
+            return [Content("")], False  # type: ignore[list-item]
         skip = h.skip_to and marker in h.name_end and marker != h.skip_to
         self.state = "skip" if skip else "pre_body"
         if skip and marker == h.id_marker:
@@ -388,7 +394,8 @@ class RegionReader:
             return JsonArgsBody(name, self.call_id, r.call_end + r.end)
         if r.body == "gemma":
             return GemmaBody(name, r.string_delim, r.call_close,
-                             keep_cut=r.string_delim == '<|"|>')
+                             keep_cut=r.string_delim == '<|"|>',
+                             params=tool_parameters(self.tools, name))
         if r.body == "nested_xml":
             return NestedXmlBody(name, self.call_id, r.namespace,
                                  tool_parameters(self.tools, name), r.call_close, stops)

@@ -61,6 +61,7 @@ class Region:
     render_sep: str = ""               # what the renderer writes between calls of one region
     render_args: str = "json"          # json | xml | nested_xml | pythonic | gemma
     known_names: bool = False          # with tools given, a call naming none of them is text
+    drop_unknown: bool = False         # with tools given, a call naming none of them is dropped
     json_alt: bool = False             # a region with call_begin may hold one JSON call object
                                        # instead (dots' `<dots_function_call>{"name": ..}`)
     collapse_doubled: bool = False     # `get_weather.get_weather` is the registered
@@ -98,6 +99,7 @@ class ToolSpec:
                                                       # implicitly (None: all of them)
     keep_ws: bool = False  # whitespace around a section stays in the content (vLLM's engine
                            # parsers with strip_content_whitespace_with_tools off)
+    keep_ws_trim: str = ""  # stripped from the end of that whitespace (ERNIE: its newlines)
     verbatim: bool = False  # text after a section is content as written (leading whitespace too)
     grammar: str = "native"  # "native": structural tag in the format's syntax
     content_drop: tuple[str, ...] = ()  # wrapper markers dropped from content (Kimi K3's

@@ -67,6 +67,7 @@ class SpecToolFormat(ToolFormat):
         self.anchored_markers = spec.anchored
         self.anchor_after = spec.anchor_after
         self.keeps_whitespace = spec.keep_ws
+        self.kept_whitespace_trim = spec.keep_ws_trim
         self.content_drop = spec.content_drop
         self.keeps_text_verbatim = spec.verbatim
         self.reasoning_parser = spec.reasoning

@@ -41,6 +41,7 @@ class ParamSyntax:
                                # schema's keys, is the arguments themselves (DSML)
     open_alts: tuple[str, ...] = ()  # other spellings of open (MiniCPM's "<param\u0120name=")
     open_closes: bool = False  # the next parameter's opener inside a value ends the value (DSML)
+    close_call_closes: bool = False  # so does the call's end marker (MiniMax-M2 `celsius</invoke>`)
     typed_attr: bool = False   # a `type="number"` (any JSON type) attribute decodes the value
                                # by that type, and XML entities in attributes are unescaped
                                # (Kimi K3's XTML)
@@ -147,11 +148,16 @@ class XmlParamsBody(Body):
                 events += self._begin_value()
                 continue
             closers = (self.syn.close, self.syn.open) if self.syn.open_closes else (self.syn.close,)
+            if self.syn.close_call_closes and self.call_close:
+                closers += (self.call_close,)
             before, marker, self.buf = split_on_markers(self.buf, closers)
             events += self._value_text(before)
             if marker is None:
                 return events, None
             events += self._end_value()
+            if marker == self.call_close and marker != self.syn.close:  # read again: the call ends
+                self.buf, self.state = marker + self.buf, "between"
+                continue
             if marker != self.syn.close:  # the next parameter's opener closes this one
                 self.state, self.key_text = "key", ""
                 continue
