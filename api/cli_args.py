@@ -205,6 +205,10 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
                         "Serve's HTTP proxy on --host/--port (needs the `ray-serve` extra)")
     p.add_argument("--ray-address", default=None,
                    help="--replicas: the Ray cluster to join (default: start a local Ray)")
+    p.add_argument("--replica-routing", default="prefix", choices=["prefix", "round_robin"],
+                   help="--replicas: send prompts that share a prefix to the replica whose "
+                        "prefix cache holds it, within a load bound (prefix, the default), or "
+                        "plain round robin")
 
 
 def _batch_parser(sub: argparse._SubParsersAction) -> None:

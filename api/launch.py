@@ -114,8 +114,22 @@ def build_state(ns: argparse.Namespace, engine: Any | None = None) -> ServerStat
     load_plugins(ns)
     get_parser(ns.tool_call_parser, ns.reasoning_parser)  # unknown names fail before the load
     engine = engine if engine is not None else start_engine(ns)
+    config = server_config(ns)
+    metrics = ServerMetrics(config.served_model_names[0])
+    chat = ChatLayer(engine.tokenizer, **chat_kwargs(ns), max_prompt_tokens=engine.max_model_len)
+    state = ServerState(engine=engine, config=config, metrics=metrics, chat=chat,
+                        max_model_len=engine.max_model_len,
+                        max_num_seqs=getattr(ns, "max_num_seqs", None))
+    stats = getattr(engine, "stats", None)
+    if stats is not None:
+        metrics.watch_engine(lambda: _engine_gauges(stats()))
+    return state
+
+
+def server_config(ns: argparse.Namespace) -> ServerConfig:
+    """The HTTP layer's settings the flags name."""
     origins = getattr(ns, "allowed_origins", None)
-    config = ServerConfig(
+    return ServerConfig(
         served_model_names=tuple(ns.served_model_name),
         api_key=getattr(ns, "api_key", None) or os.environ.get("THINKGATE_API_KEY"),
         allowed_origins=tuple(origins) if origins is not None else None,
@@ -131,15 +145,6 @@ def build_state(ns: argparse.Namespace, engine: Any | None = None) -> ServerStat
         batch_dir=getattr(ns, "batch_dir", None),
         max_batch_in_flight=getattr(ns, "max_batch_in_flight", 64),
     )
-    metrics = ServerMetrics(config.served_model_names[0])
-    chat = ChatLayer(engine.tokenizer, **chat_kwargs(ns), max_prompt_tokens=engine.max_model_len)
-    state = ServerState(engine=engine, config=config, metrics=metrics, chat=chat,
-                        max_model_len=engine.max_model_len,
-                        max_num_seqs=getattr(ns, "max_num_seqs", None))
-    stats = getattr(engine, "stats", None)
-    if stats is not None:
-        metrics.watch_engine(lambda: _engine_gauges(stats()))
-    return state
 
 
 def _engine_gauges(stats: dict[str, Any]) -> dict[str, float]:

@@ -1,20 +1,21 @@
 """`thinkgate serve --replicas N`: the same OpenAI app on N Ray Serve replicas, one engine each.
 
     import ray
-from ray import serve
-from ray.serve.config import DeploymentActorConfig
-from thinkgate.api.ray_serve.metrics import BOARD_NAME, MetricsBoard
+    from ray import serve
     from thinkgate.api.ray_serve import build_app
 
+    ray.init(address="auto")  # or nothing: a local Ray
     serve.run(build_app(["/models/qwen3-8b", "--max-num-seqs", "64"], num_replicas=4),
               route_prefix="/")
     # or from a shell: serve run thinkgate.api.ray_serve:app_builder replicas=4 max_num_seqs=64
 
-Each replica is a Ray Serve deployment replica (`@serve.ingress`) whose ASGI app is the app
-`thinkgate serve` builds (`server/app.py`'s `build_app` over `launch.py`'s `build_state`), with its
-engine core in a process of its own; Ray Serve's HTTP proxy spreads requests over the replicas
-(power of two choices on their queue lengths) and streams the answers through. No route is
-written here. What this module adds:
+Two deployments. `ThinkgateIngress` (`ingress.py`: one light replica, no engine) takes every
+HTTP request from Serve's proxy, keys its prompt by the prefix cache's block hashes and hands it
+through a deployment handle whose request router is prefix-aware (`routing.py`) to a
+`ThinkgateReplica`: an engine (its core in a process of its own) under the app `thinkgate serve`
+builds (`server/app.py`'s `build_app` over `launch.py`'s `build_state`), which answers it
+(`relay.py` carries the request and the ASGI messages back; streams stay streams). No OpenAI
+route is written here. What this module adds to the app on each replica:
 
 - `check_health`: Ray Serve calls it every `health_check_period_s`; it raises once the replica's
   engine core has died, so Serve replaces the replica (a fresh engine) and stops routing to it.
@@ -25,10 +26,11 @@ written here. What this module adds:
   (`<replica id>@<host>:<pid>`); `/metrics` answers every replica's series with a `replica`
   label (`metrics.py`).
 - a replica whose engine core died leaves (its process exits once its open streams have their
-  error event), so Serve's routers stop sending it requests at once.
+  error event), so Serve's routers stop sending it requests at once; a request that reaches it
+  meanwhile is not run and the ingress sends it to another replica.
 
-Each replica keeps its online batches in `<batch dir>/replica-<rank>`: a replacement replica
-takes the dead one's rank and resumes its unfinished batches from the journal.
+Files and online batches live with the ingress (its `--batch-dir`), so a replica's death loses
+no batch: its lines run again on the live replicas.
 """
 
 from __future__ import annotations
@@ -40,14 +42,17 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import ray
 from ray import serve
-from ray.serve.config import DeploymentActorConfig
+from ray.serve.config import DeploymentActorConfig, RequestRouterConfig
+from thinkgate.api.batch.store import default_batch_dir
+from thinkgate.api.ray_serve.ingress import ThinkgateIngress
 from thinkgate.api.ray_serve.metrics import BOARD_NAME, MetricsBoard
+from thinkgate.api.ray_serve.routing import PrefixAwareRouter, PrefixPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -89,9 +94,11 @@ class ThinkgateReplica:
         context = serve.get_replica_context()
         self.app_name, self.deployment = context.app_name, context.deployment
         self.num_replicas = int(ns_vars.get("replicas") or context.world_size or 1)
-        self.replica_id = f"{context.replica_tag}@{socket.gethostname()}:{os.getpid()}"
-        if ns.batch_dir is not None:
-            ns.batch_dir = str(Path(ns.batch_dir) / f"replica-{context.rank.rank}")
+        self.replica_tag = context.replica_id.unique_id
+        self.replica_id = f"{self.replica_tag}@{socket.gethostname()}:{os.getpid()}"
+        # files and batches are the ingress's (ingress.py); a replica's own folder stays unused
+        root = Path(ns.batch_dir) if ns.batch_dir is not None else default_batch_dir()
+        ns.batch_dir = str(root / "replicas" / f"replica-{context.rank.rank}")
         self.state = build_state(ns)
         self.state.cluster = self
         self._counts: tuple[float, int] = (0.0, 0)
@@ -100,13 +107,30 @@ class ThinkgateReplica:
 
     async def __serve_build_asgi_app__(self) -> Any:
         from thinkgate.api.server.app import build_app as build_fastapi_app
+        from thinkgate.api.server.guard import in_process_app
 
         app = build_fastapi_app(self.state)
         app.add_middleware(ReplicaHeader, value=self.replica_id)  # outermost
+        self.app, self.in_process_app = app, in_process_app(app)
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._exit_when_engine_dies()),
                        loop.create_task(self._post_metrics_every(_METRICS_POST_S))]
         return app
+
+    async def handle_http(self, request: dict[str, Any], **routing: Any,
+                          ) -> AsyncIterator[dict[str, Any]]:
+        """One HTTP request relayed by the ingress (`relay.py`): the app's ASGI messages.
+        `routing` holds what the router read (`prefix_hashes`, `avoid`) and `batch_line`."""
+        from thinkgate.api.ray_serve.relay import ENGINE_DEAD, run_asgi
+
+        if getattr(self.state.engine, "error", None) is not None:
+            yield {"type": ENGINE_DEAD, "replica": self.replica_tag}
+            return
+        if routing.get("batch_line"):
+            self.state.mark_batch_work()
+        app = self.in_process_app if request.get("in_process") else self.app
+        async for message in run_asgi(app, request):
+            yield message
 
     async def _exit_when_engine_dies(self) -> None:
         """Leave the cluster soon after the engine core dies: its open streams end with their
@@ -215,8 +239,12 @@ def build_app(args: Sequence[str] | dict[str, Any] | argparse.Namespace | None =
               num_replicas: int | None = None,
               ray_actor_options: dict[str, Any] | None = None,
               health_check_period_s: float = DEFAULT_HEALTH_CHECK_PERIOD_S,
-              name: str = "ThinkgateReplica") -> serve.Application:
-    """A Ray Serve application of `num_replicas` thinkgate replicas for `serve.run`.
+              name: str = "ThinkgateReplica", routing: str | None = None,
+              routing_options: dict[str, Any] | None = None) -> serve.Application:
+    """A Ray Serve application of `num_replicas` thinkgate replicas behind one ingress for
+    `serve.run`. `routing`: "prefix" (prefix-aware, `routing.py`; the default) or "round_robin"
+    (default: `--replica-routing`);
+    `routing_options` are `PrefixPolicy`'s (min_prefix_blocks, balance, max_imbalance).
 
     `args` are `thinkgate serve` flags (`["MODEL", "--max-num-seqs", "64"]`; a dict of flag names
     → values; or the parsed namespace); `--replicas` among them sets `num_replicas` (default 1).
@@ -231,6 +259,11 @@ def build_app(args: Sequence[str] | dict[str, Any] | argparse.Namespace | None =
         raise ValueError(f"health_check_period_s must be > 0, got {health_check_period_s}")
     ns_vars = {**vars(ns), "replicas": replicas, "engine_in_process": False}
     ns_vars.pop("func", None)
+    routing = routing or getattr(ns, "replica_routing", None) or "prefix"
+    PrefixPolicy(mode=routing, **(routing_options or {}))  # bad options fail here
+    router = RequestRouterConfig(request_router_class=PrefixAwareRouter,
+                                 request_router_kwargs={"mode": routing,
+                                                        **(routing_options or {})})
     board = DeploymentActorConfig(name=BOARD_NAME, actor_class=ray.remote(MetricsBoard),
                                   actor_options={"num_cpus": 0})
     deployment = serve.deployment(ThinkgateReplica).options(
@@ -242,8 +275,12 @@ def build_app(args: Sequence[str] | dict[str, Any] | argparse.Namespace | None =
         health_check_period_s=health_check_period_s,
         health_check_timeout_s=max(30.0, 3 * health_check_period_s),
         graceful_shutdown_timeout_s=10.0,
+        request_router_config=router,
     )
-    return deployment.bind(ns_vars)
+    ingress = serve.deployment(ThinkgateIngress).options(
+        name=f"{name}Ingress", num_replicas=1, ray_actor_options={"num_cpus": 0},
+        max_ongoing_requests=replicas * ns.max_concurrent_requests + 64)
+    return ingress.bind(ns_vars, deployment.bind(ns_vars))
 
 
 def app_builder(args: dict[str, Any]) -> serve.Application:

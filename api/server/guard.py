@@ -94,6 +94,11 @@ def in_process_app(app: Any) -> Any:
     return marked
 
 
+def is_in_process(scope: dict[str, Any]) -> bool:
+    """Whether `in_process_app` marked this request (it came from this process)."""
+    return bool(scope.get(_IN_PROCESS))
+
+
 class RequestTooLarge(APIError):
     def __init__(self, limit: int, flag: str) -> None:
         super().__init__(f"The request body is larger than this server accepts ({limit} bytes; "

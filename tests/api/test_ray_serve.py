@@ -1,7 +1,8 @@
 """`thinkgate serve --replicas 2` on a local Ray Serve: the official openai client against the
-replicated app (streamed and not, both replicas serve), then one replica's engine core killed
-mid-stream: that stream ends with an error, the other replica keeps serving, /health says
-degraded."""
+replicated app (streamed and not, both replicas serve; prompts sharing a prefix meet on one
+replica), then one replica's engine core killed mid-stream while a 50-line batch runs: that
+stream ends with an error, the other replica keeps serving, /health says degraded, and the batch
+completes with every custom_id once."""
 
 from __future__ import annotations
 
@@ -34,9 +35,10 @@ def ray_sessions():
 
 
 @pytest.fixture(scope="module")
-def replicated(ray_sessions, server_factory):
+def replicated(ray_sessions, server_factory, tmp_path_factory):
+    batch_dir = tmp_path_factory.mktemp("batches")
     srv = server_factory("--replicas", "2", "--enforce-eager", "--max-num-seqs", "8",
-                         startup_timeout_s=240)
+                         "--batch-dir", str(batch_dir), startup_timeout_s=240)
     ray_sessions.append(srv.proc.pid)
     deadline = time.monotonic() + 120
     while httpx.get(f"{srv.base}/health", timeout=5).json()["status"] != "ok":
@@ -105,9 +107,37 @@ def generation_tokens(metrics: str) -> dict[str, float]:
             for sample in family.samples if sample.name == "thinkgate_generation_tokens_total"}
 
 
+def test_prompts_sharing_a_prefix_go_to_one_replica(client) -> None:
+    served: dict[int, set[str]] = {}
+    for turn in range(3):
+        for topic in range(4):
+            system = f"You are assistant number {topic}. " + "Answer briefly and politely. " * 30
+            raw = client.chat.completions.with_raw_response.create(
+                model=MODEL, max_tokens=2, temperature=0,
+                messages=[{"role": "system", "content": system},
+                          {"role": "user", "content": f"Question {turn}?"}])
+            served.setdefault(topic, set()).add(raw.headers[REPLICA_HEADER])
+    assert all(len(replicas) == 1 for replicas in served.values()), served
+
+
+def batch_input(n: int) -> bytes:
+    import json
+
+    lines = [{"custom_id": f"line-{i}", "method": "POST", "url": "/v1/chat/completions",
+              "body": {"model": MODEL, "max_tokens": 48, "temperature": 0, "ignore_eos": True,
+                       "messages": [{"role": "user", "content": f"Batch question {i}."}]}}
+             for i in range(n)]
+    return "".join(json.dumps(line) + "\n" for line in lines).encode()
+
+
 def test_a_dead_engine_fails_its_streams_and_the_other_replica_serves(client, replicated):
+    import json
+
     import openai
 
+    uploaded = client.files.create(file=("in.jsonl", batch_input(50)), purpose="batch")
+    batch = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
+                                  completion_window="24h")
     raw = chat(client, "Tell me a long story.", max_tokens=1800, stream=True,
                extra_body={"ignore_eos": True})
     victim = raw.headers[REPLICA_HEADER]
@@ -143,6 +173,19 @@ def test_a_dead_engine_fails_its_streams_and_the_other_replica_serves(client, re
     assert health.json()["replicas"] == {"serving": 1, "target": 2}
     assert replicated.alive()
 
+    # the batch, submitted before the kill, has every line once
+    finished_by = time.monotonic() + 90
+    while (batch := client.batches.retrieve(batch.id)).status not in ("completed", "failed"):
+        assert time.monotonic() < finished_by, batch
+        time.sleep(0.5)
+    assert batch.status == "completed", batch
+    assert (batch.request_counts.total, batch.request_counts.completed) == (50, 50), batch
+    rows = [json.loads(line) for line in
+            client.files.content(batch.output_file_id).text.splitlines()]
+    assert sorted(row["custom_id"] for row in rows) == sorted(f"line-{i}" for i in range(50))
+    assert all(row["response"]["body"]["usage"]["completion_tokens"] == 48 for row in rows)
+    assert batch.error_file_id is None
+
 
 def test_build_app_takes_serve_flags_as_a_list_or_a_dict() -> None:
     from ray.serve._private.api import call_user_app_builder_with_args_if_necessary
@@ -151,13 +194,23 @@ def test_build_app_takes_serve_flags_as_a_list_or_a_dict() -> None:
     # `serve run thinkgate.api.ray_serve:app_builder replicas=3 enforce_eager=true ...`
     app = call_user_app_builder_with_args_if_necessary(app_builder, {"enforce_eager": "true", "replicas": "3", "max_concurrent_requests": 64,
                      "trust_remote_code": False})
-    deployment = app._bound_deployment
+    ingress = app._bound_deployment  # one ingress in front of the engine replicas
+    assert ingress.num_replicas == 1
+    deployment = ingress.init_args[1]._bound_deployment
     assert (deployment.num_replicas, deployment.max_ongoing_requests) == (3, 64)
+    router = deployment._deployment_config.request_router_config
+    assert router.request_router_kwargs == {"mode": "prefix"}
     flags = deployment.init_args[0]
     assert flags["enforce_eager"] and not flags["trust_remote_code"]
     assert flags["served_model_name"] == [MODEL]
     assert not flags["engine_in_process"]  # each replica's engine core: a process of its own
-    app = build_app(["--max-num-seqs", "8"], num_replicas=2)
-    assert app._bound_deployment.num_replicas == 2
+    app = build_app(["--max-num-seqs", "8", "--replica-routing", "round_robin"],
+                    num_replicas=2)
+    deployment = app._bound_deployment.init_args[1]._bound_deployment
+    assert deployment.num_replicas == 2
+    assert deployment._deployment_config.request_router_config.request_router_kwargs == {
+        "mode": "round_robin"}
     with pytest.raises(ValueError, match="num_replicas must be >= 1, got 0"):
         build_app([], num_replicas=0)
+    with pytest.raises(ValueError, match="balance must be >= 1.0, got 0.9"):
+        build_app([], routing_options={"balance": 0.9})
