@@ -83,11 +83,10 @@ def serve_args(args: Sequence[str] | dict[str, Any] | None) -> argparse.Namespac
     return resolve_model_args(build_parser().parse_args(["serve", *(args or ())]))
 
 
-@serve.ingress()
 class ThinkgateReplica:
     """One replica: an engine (its own core process) and the `thinkgate serve` app over it."""
 
-    def __init__(self, ns_vars: dict[str, Any]) -> None:
+    async def __init__(self, ns_vars: dict[str, Any]) -> None:
         from thinkgate.api.launch import build_state
 
         ns = argparse.Namespace(**ns_vars)
@@ -102,20 +101,34 @@ class ThinkgateReplica:
         self.state = build_state(ns)
         self.state.cluster = self
         self._counts: tuple[float, int] = (0.0, 0)
+        await self._start_app()
         logger.info("replica %s: engine ready (core pid %s)", self.replica_id,
                     getattr(self.state.engine, "pid", os.getpid()))
 
-    async def __serve_build_asgi_app__(self) -> Any:
+    async def _start_app(self) -> None:
+        """The app over this engine, its lifespan started as a server would (and stopped in
+        `__del__`: the engine core shuts down with it)."""
         from thinkgate.api.server.app import build_app as build_fastapi_app
         from thinkgate.api.server.guard import in_process_app
+        from uvicorn.config import Config
+        from uvicorn.lifespan.on import LifespanOn
 
         app = build_fastapi_app(self.state)
         app.add_middleware(ReplicaHeader, value=self.replica_id)  # outermost
         self.app, self.in_process_app = app, in_process_app(app)
+        self._lifespan = LifespanOn(Config(app, lifespan="on", log_level=None, log_config=None,
+                                           access_log=False))
+        await self._lifespan.startup()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._exit_when_engine_dies()),
                        loop.create_task(self._post_metrics_every(_METRICS_POST_S))]
-        return app
+
+    async def __del__(self) -> None:
+        """Serve's graceful shutdown of this replica."""
+        for task in getattr(self, "_tasks", ()):
+            task.cancel()
+        if hasattr(self, "_lifespan"):
+            await self._lifespan.shutdown()
 
     async def handle_http(self, request: dict[str, Any], **routing: Any,
                           ) -> AsyncIterator[dict[str, Any]]:

@@ -138,9 +138,17 @@ class ThinkgateIngress:
         data = request_data(scope, body, is_in_process(scope))
         online = path in ROUTED and not batch_line
         self.state.online_in_flight += online
-        watcher = asyncio.ensure_future(_disconnected(receive, asyncio.current_task()))
+        answered = asyncio.Event()
+
+        async def tracked_send(message: dict[str, Any]) -> None:
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                answered.set()
+
+        watcher = asyncio.ensure_future(
+            _disconnected(receive, asyncio.current_task(), answered))
         try:
-            await self._answer(data, hashes, batch_line, send)
+            await self._answer(data, hashes, batch_line, tracked_send)
         finally:
             watcher.cancel()
             self.state.online_in_flight -= online
@@ -150,6 +158,7 @@ class ThinkgateIngress:
         """Run on a replica; once more on another when the first could not run it."""
         first_timeout = HEALTH_TIMEOUT_S if data["path"] == "/health" else None
         for attempt in (1, 2):
+            _own_request_ids(batch_line)
             response = self.engines.handle_http.remote(
                 data, prefix_hashes=hashes, avoid=self._avoided(), batch_line=batch_line)
             started = sse = False
@@ -202,11 +211,28 @@ class ThinkgateIngress:
                 return b"".join(chunks)
 
 
-async def _disconnected(receive: Any, task: asyncio.Task[Any] | None) -> None:
-    """Cancel `task` (the relay) when the client leaves."""
+def _own_request_ids(batch_line: bool) -> None:
+    """Give the next handle call request ids of its own. A call made while Serve handles a
+    request takes that request's ids, and the batch lines all run in tasks started by the
+    `POST /v1/batches` that created them: Serve's router, which tells pending requests apart by
+    their internal id, would mix them up. (A retry gets a new internal id too.)"""
+    import dataclasses
+
+    from ray.serve._private.utils import generate_request_id
+    from ray.serve.context import _RequestContext, _serve_request_context
+
+    context = _serve_request_context.get() or _RequestContext()
+    request_id = generate_request_id() if batch_line else context.request_id
+    _serve_request_context.set(dataclasses.replace(
+        context, request_id=request_id, _internal_request_id=generate_request_id()))
+
+
+async def _disconnected(receive: Any, task: asyncio.Task[Any] | None,
+                        answered: asyncio.Event) -> None:
+    """Cancel `task` (the relay) when the client leaves before its answer is whole."""
     while (await receive())["type"] != "http.disconnect":
         pass
-    if task is not None:
+    if task is not None and not answered.is_set():
         task.cancel()
 
 

@@ -134,6 +134,7 @@ class PrefixAwareRouter(LocalityMixin, MultiplexMixin, RequestRouter):
     def initialize_state(self, **kwargs: Any) -> None:
         self.policy = PrefixPolicy(**kwargs)
         self._routed_to: dict[str, ReplicaID] = {}
+        self._done_first: set[str] = set()  # completed before Serve reported them routed
 
     async def choose_replicas(self, candidate_replicas: list[RunningReplica],
                               pending_request: PendingRequest | None = None,
@@ -150,12 +151,19 @@ class PrefixAwareRouter(LocalityMixin, MultiplexMixin, RequestRouter):
 
     def on_request_routed(self, pending_request: PendingRequest, replica_id: ReplicaID,
                           result: Any) -> None:
+        request_id = pending_request.metadata.internal_request_id
         self.policy.routed(replica_id, pending_request.kwargs.get("prefix_hashes") or ())
-        self._routed_to[pending_request.metadata.internal_request_id] = replica_id
+        if request_id in self._done_first:
+            self._done_first.discard(request_id)
+            self.policy.completed(replica_id)
+        else:
+            self._routed_to[request_id] = replica_id
 
     def on_request_completed(self, replica_id: ReplicaID, internal_request_id: str) -> None:
         if self._routed_to.pop(internal_request_id, None) is not None:
             self.policy.completed(replica_id)
+        elif len(self._done_first) < 100_000:  # a rejected try is completed, never routed
+            self._done_first.add(internal_request_id)
 
     def on_replica_actor_died(self, replica_id: ReplicaID) -> None:
         super().on_replica_actor_died(replica_id)
