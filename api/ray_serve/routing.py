@@ -64,6 +64,8 @@ class PrefixPolicy:
         self.max_hashes = max_hashes
         self.owners: OrderedDict[Any, set[Hashable]] = OrderedDict()  # hash → replicas, LRU
         self.in_flight: dict[Hashable, int] = {}
+        self._placed: dict[str, Hashable] = {}  # request id → the replica counting it
+        self._finished: set[str] = set()
         self._turn = itertools.count()
         self._random = random.Random(seed)
 
@@ -81,6 +83,28 @@ class PrefixPolicy:
     def completed(self, replica: Hashable) -> None:
         if self.in_flight.get(replica, 0) > 0:
             self.in_flight[replica] -= 1
+
+    def place(self, request: str, replica: Hashable, hashes: Sequence[Any]) -> None:
+        """Count `request` on `replica` (its first choice, then where Serve sent it: moved if
+        they differ). A request reported finished before it was placed is not counted."""
+        before = self._placed.get(request)
+        if before is not None:
+            self.completed(before)
+        if request in self._finished:
+            self._finished.discard(request)
+            self._placed.pop(request, None)
+            self.routed(replica, hashes)
+            self.completed(replica)
+            return
+        self._placed[request] = replica
+        self.routed(replica, hashes)
+
+    def finish(self, request: str) -> None:
+        replica = self._placed.pop(request, None)
+        if replica is not None:
+            self.completed(replica)
+        if len(self._finished) < 100_000:  # Serve may report it placed after this
+            self._finished.add(request)
 
     def forget(self, replica: Hashable) -> None:
         """A replica left: its cache is gone with it."""
@@ -133,8 +157,6 @@ class PrefixAwareRouter(LocalityMixin, MultiplexMixin, RequestRouter):
 
     def initialize_state(self, **kwargs: Any) -> None:
         self.policy = PrefixPolicy(**kwargs)
-        self._routed_to: dict[str, ReplicaID] = {}
-        self._done_first: set[str] = set()  # completed before Serve reported them routed
 
     async def choose_replicas(self, candidate_replicas: list[RunningReplica],
                               pending_request: PendingRequest | None = None,
@@ -145,25 +167,21 @@ class PrefixAwareRouter(LocalityMixin, MultiplexMixin, RequestRouter):
         kwargs = pending_request.kwargs if pending_request is not None else {}
         avoid = set(kwargs.get("avoid") or ())
         usable = [i for i in by_id if i.unique_id not in avoid] or list(by_id)
-        ranks = self.policy.rank(sorted(usable, key=lambda i: i.unique_id),
-                                 kwargs.get("prefix_hashes") or ())
+        hashes = kwargs.get("prefix_hashes") or ()
+        ranks = self.policy.rank(sorted(usable, key=lambda i: i.unique_id), hashes)
+        if pending_request is not None and ranks and len(ranks[0]) == 1 and len(ranks) > 1:
+            # counted now, so that requests chosen before this one is sent see its load
+            self.policy.place(pending_request.metadata.internal_request_id, ranks[0][0],
+                              hashes)
         return [[by_id[i] for i in rank] for rank in ranks if rank]
 
     def on_request_routed(self, pending_request: PendingRequest, replica_id: ReplicaID,
                           result: Any) -> None:
-        request_id = pending_request.metadata.internal_request_id
-        self.policy.routed(replica_id, pending_request.kwargs.get("prefix_hashes") or ())
-        if request_id in self._done_first:
-            self._done_first.discard(request_id)
-            self.policy.completed(replica_id)
-        else:
-            self._routed_to[request_id] = replica_id
+        self.policy.place(pending_request.metadata.internal_request_id, replica_id,
+                          pending_request.kwargs.get("prefix_hashes") or ())
 
     def on_request_completed(self, replica_id: ReplicaID, internal_request_id: str) -> None:
-        if self._routed_to.pop(internal_request_id, None) is not None:
-            self.policy.completed(replica_id)
-        elif len(self._done_first) < 100_000:  # a rejected try is completed, never routed
-            self._done_first.add(internal_request_id)
+        self.policy.finish(internal_request_id)
 
     def on_replica_actor_died(self, replica_id: ReplicaID) -> None:
         super().on_replica_actor_died(replica_id)

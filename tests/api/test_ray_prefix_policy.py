@@ -115,3 +115,25 @@ def test_ingress_hashes_are_the_engine_prefix_cache_hashes() -> None:
     assert sum(shared) >= len(expected) - 1 and shared[0]
     assert keys.hashes("/v1/chat/completions", b"not json") == []
     assert keys.hashes("/v1/completions", json.dumps({"prompt": ids}).encode()) == expected
+
+
+def test_requests_are_counted_once_whatever_order_serve_reports_them() -> None:
+    policy = PrefixPolicy(seed=0)
+    # chosen (counted on A), sent to B instead, completed
+    policy.place("r1", A, blocks("p", 8))
+    policy.place("r1", B, blocks("p", 8))
+    assert policy.in_flight == {A: 0, B: 1}
+    policy.finish("r1")
+    # completed before Serve reported it routed: not counted again
+    policy.place("r2", A, blocks("q", 8))
+    policy.finish("r2")
+    policy.place("r2", A, blocks("q", 8))
+    assert policy.in_flight == {A: 0, B: 0}
+    assert policy.matched_blocks(A, blocks("q", 8)) == 8  # yet A holds its blocks
+    # concurrent new prefixes, each counted when chosen, alternate over the replicas
+    chosen = []
+    for i, tag in enumerate("wxyz"):
+        replica = policy.rank([A, B], blocks(tag, 8))[0][0]
+        policy.place(f"n{i}", replica, blocks(tag, 8))
+        chosen.append(replica)
+    assert sorted(chosen) == [A, A, B, B], chosen
