@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -124,6 +125,9 @@ def run_server(replicas: int, routing: str, kv_blocks: int, rounds: int,
             return asyncio.run(workload(base, rounds))
         finally:
             stop(proc, grace=40)
+            root = Path(os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()) / "ray"
+            for session in root.glob(f"session_*_{proc.pid}"):  # this run's Ray logs
+                shutil.rmtree(session, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> None:

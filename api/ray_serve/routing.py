@@ -65,7 +65,8 @@ class PrefixPolicy:
         self.owners: OrderedDict[Any, set[Hashable]] = OrderedDict()  # hash → replicas, LRU
         self.in_flight: dict[Hashable, int] = {}
         self._placed: dict[str, Hashable] = {}  # request id → the replica counting it
-        self._finished: set[str] = set()
+        self._finished: set[str] = set()  # finished before Serve reported them sent
+        self._sent: set[str] = set()
         self._turn = itertools.count()
         self._random = random.Random(seed)
 
@@ -84,9 +85,10 @@ class PrefixPolicy:
         if self.in_flight.get(replica, 0) > 0:
             self.in_flight[replica] -= 1
 
-    def place(self, request: str, replica: Hashable, hashes: Sequence[Any]) -> None:
-        """Count `request` on `replica` (its first choice, then where Serve sent it: moved if
-        they differ). A request reported finished before it was placed is not counted."""
+    def place(self, request: str, replica: Hashable, hashes: Sequence[Any],
+              sent: bool = False) -> None:
+        """Count `request` on `replica`: its first choice, then (`sent`) where Serve sent it,
+        moved if they differ. A request reported finished before it was sent is not counted."""
         before = self._placed.get(request)
         if before is not None:
             self.completed(before)
@@ -97,13 +99,17 @@ class PrefixPolicy:
             self.completed(replica)
             return
         self._placed[request] = replica
+        if sent:
+            self._sent.add(request)
         self.routed(replica, hashes)
 
     def finish(self, request: str) -> None:
         replica = self._placed.pop(request, None)
         if replica is not None:
             self.completed(replica)
-        if len(self._finished) < 100_000:  # Serve may report it placed after this
+        if request in self._sent:
+            self._sent.discard(request)
+        elif len(self._finished) < 100_000:  # Serve reports it sent after this (or retries)
             self._finished.add(request)
 
     def forget(self, replica: Hashable) -> None:
@@ -178,7 +184,7 @@ class PrefixAwareRouter(LocalityMixin, MultiplexMixin, RequestRouter):
     def on_request_routed(self, pending_request: PendingRequest, replica_id: ReplicaID,
                           result: Any) -> None:
         self.policy.place(pending_request.metadata.internal_request_id, replica_id,
-                          pending_request.kwargs.get("prefix_hashes") or ())
+                          pending_request.kwargs.get("prefix_hashes") or (), sent=True)
 
     def on_request_completed(self, replica_id: ReplicaID, internal_request_id: str) -> None:
         self.policy.finish(internal_request_id)

@@ -121,14 +121,15 @@ def test_requests_are_counted_once_whatever_order_serve_reports_them() -> None:
     policy = PrefixPolicy(seed=0)
     # chosen (counted on A), sent to B instead, completed
     policy.place("r1", A, blocks("p", 8))
-    policy.place("r1", B, blocks("p", 8))
+    policy.place("r1", B, blocks("p", 8), sent=True)
     assert policy.in_flight == {A: 0, B: 1}
     policy.finish("r1")
-    # completed before Serve reported it routed: not counted again
+    # completed before Serve reported it sent: not counted again
     policy.place("r2", A, blocks("q", 8))
     policy.finish("r2")
-    policy.place("r2", A, blocks("q", 8))
+    policy.place("r2", A, blocks("q", 8), sent=True)
     assert policy.in_flight == {A: 0, B: 0}
+    assert not policy._finished and not policy._sent  # nothing kept for finished requests
     assert policy.matched_blocks(A, blocks("q", 8)) == 8  # yet A holds its blocks
     # concurrent new prefixes, each counted when chosen, alternate over the replicas
     chosen = []
