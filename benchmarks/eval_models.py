@@ -1,0 +1,213 @@
+"""How well the bundled models do what they were trained for, on held-out chats (values the
+models never saw): `python -m thinkgate.benchmarks.eval_models [--n 200] [--json OUT]`.
+
+Everything runs through thinkgate itself (`LLM`, the chat layer, the qwen3 + hermes parsers,
+the grammar and the reasoning gate), greedy. Tables:
+
+1. tools: the right tool with every argument value copied exactly (`tool_choice` auto and
+   required); json: `response_format` json_schema answers holding the asked-for values; result:
+   answers after a tool result that repeat the result's values.
+2. thinking length (reasoning tokens) per kind of request and per `reasoning_effort`, and how
+   often the model closed its thinking itself.
+3. the share of answers valid under each constraint within `max_tokens`, without and with a
+   `thinking_token_budget`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from thinkgate.benchmarks.training.chats import Chat, heldout_chats
+
+MODELS = {"demo": "engine/demo_model_v2", "reasoner": "engine/demo_reasoner"}
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load(folder: str):
+    from thinkgate import LLM
+
+    return LLM(model=folder, reasoning_parser="qwen3", tool_call_parser="hermes",
+               max_num_seqs=64)
+
+
+def run(llm, chats: list[Chat], *, max_tokens: int = 160, tool_choice: str = "auto",
+        schema: str | None = None, budget: int | None = None,
+        effort: str | None = None, thinking: bool | None = None) -> list[Any]:
+    """Every chat greedily, one batch; `schema` "json_schema" (the task's) or "json_object"."""
+    from thinkgate import SamplingParams
+    from thinkgate.api.chat import chat_layer_for
+
+    layer = chat_layer_for(llm)
+    params = SamplingParams(temperature=0, max_tokens=max_tokens)
+    requests = []
+    for chat in chats:
+        kwargs = dict(chat.template_kwargs)
+        if effort is not None:
+            kwargs["reasoning_effort"] = effort
+        if thinking is not None:
+            kwargs["enable_thinking"] = thinking
+        fmt = None
+        if schema == "json_schema":
+            fmt = {"type": "json_schema", "json_schema": {"name": "answer",
+                                                          "schema": chat.task.schema}}
+        elif schema == "json_object":
+            fmt = {"type": "json_object"}
+        requests.append(layer.prepare(
+            chat.messages, params, tools=chat.tools if tool_choice != "none" else None,
+            tool_choice=tool_choice if chat.tools and tool_choice != "none" else None,
+            response_format=fmt, chat_template_kwargs=kwargs, thinking_token_budget=budget))
+    outs = llm.generate([r.prompt_token_ids for r in requests],
+                        [r.sampling_params for r in requests], use_tqdm=False)
+    return [layer.chat_output(r, o) for r, o in zip(requests, outs)]
+
+
+def calls_of(out) -> list[tuple[str, Any]] | None:
+    try:
+        return [(c["function"]["name"], json.loads(c["function"]["arguments"]))
+                for c in out.message.get("tool_calls") or []]
+    except json.JSONDecodeError:
+        return None
+
+
+def tool_scores(chats: list[Chat], outs: list[Any]) -> dict[str, float]:
+    exact = name = 0
+    for chat, out in zip(chats, outs):
+        got = calls_of(out) or []
+        want = [(n, a) for n, a in chat.task.calls]
+        exact += got == want
+        name += [n for n, _ in got] == [n for n, _ in want]
+    return {"right_tool": name / len(chats), "exact_args": exact / len(chats)}
+
+
+def json_value(out) -> Any:
+    try:
+        return json.loads(out.message.get("content") or "")
+    except json.JSONDecodeError:
+        return None
+
+
+def json_scores(chats: list[Chat], outs: list[Any]) -> dict[str, float]:
+    import jsonschema
+
+    valid = values = 0
+    for chat, out in zip(chats, outs):
+        obj = json_value(out)
+        ok = obj is not None and jsonschema.Draft202012Validator(chat.task.schema).is_valid(obj)
+        valid += ok
+        values += ok and all(obj.get(k) == x for k, x in chat.task.expected.items())
+    return {"valid": valid / len(chats), "asked_values": values / len(chats)}
+
+
+def result_scores(chats: list[Chat], outs: list[Any]) -> dict[str, float]:
+    used = sum(all(v in (o.message.get("content") or "") for v in c.task.expected["used"])
+               for c, o in zip(chats, outs))
+    return {"uses_result": used / len(chats)}
+
+
+def thinking_stats(outs: list[Any]) -> dict[str, float]:
+    n = [o.choices[0].num_reasoning_tokens for o in outs]
+    closed = sum(bool(o.message.get("content") or o.message.get("tool_calls")) for o in outs)
+    q = statistics.quantiles(n, n=10) if len(n) > 1 else [n[0]] * 9
+    return {"mean": statistics.mean(n), "p10": q[0], "p50": statistics.median(n), "p90": q[8],
+            "max": max(n), "closed": closed / len(outs)}
+
+
+def valid_under(kind: str, chats: list[Chat], outs: list[Any]) -> float:
+    """Share of answers that finished and hold what the constraint promises."""
+    import jsonschema
+
+    good = 0
+    for chat, out in zip(chats, outs):
+        if out.finish_reason == "length":
+            continue
+        if kind == "tool_choice=required":
+            calls = calls_of(out)
+            schemas = {t["function"]["name"]: t["function"]["parameters"] for t in chat.tools}
+            good += bool(calls) and all(
+                n in schemas and jsonschema.Draft202012Validator(schemas[n]).is_valid(a)
+                for n, a in calls)
+        else:
+            obj = json_value(out)
+            schema = chat.task.schema if kind == "json_schema" else {"type": "object"}
+            good += obj is not None and jsonschema.Draft202012Validator(schema).is_valid(obj)
+    return good / len(chats)
+
+
+def evaluate(name: str, folder: str, n: int, budget: int, max_tokens: int) -> dict[str, Any]:
+    llm = load(folder)
+    sets = {k: heldout_chats(name, k, n) for k in ("tool", "json", "result", "plain")}
+    on = {k: [c for c in v if c.template_kwargs.get("enable_thinking", True)]
+          for k, v in sets.items()}
+    report: dict[str, Any] = {"model": name, "folder": folder, "n": n}
+    report["tool_auto"] = tool_scores(sets["tool"], run(llm, sets["tool"]))
+    report["tool_required"] = tool_scores(sets["tool"], run(llm, sets["tool"],
+                                                            tool_choice="required"))
+    report["json_schema"] = json_scores(sets["json"], run(llm, sets["json"], schema="json_schema"))
+    report["result"] = result_scores(sets["result"], run(llm, sets["result"]))
+    report["thinking"] = {k: thinking_stats(run(llm, v, thinking=True, max_tokens=512))
+                          for k, v in sets.items()}
+    report["effort"] = {e: thinking_stats(run(llm, sets["tool"] + sets["plain"], effort=e,
+                                              thinking=True, max_tokens=512))
+                        for e in ("low", "medium", "high")}
+    constraints = {"json_schema": ("json", {"schema": "json_schema"}),
+                   "json_object": ("json", {"schema": "json_object"}),
+                   "tool_choice=required": ("tool", {"tool_choice": "required"})}
+    report["valid"] = {}
+    for cname, (kind, opts) in constraints.items():
+        chats = on[kind]
+        row = {}
+        for label, b in (("no budget", None), (f"budget {budget}", budget)):
+            row[label] = valid_under(cname, chats, run(llm, chats, thinking=True, budget=b,
+                                                       max_tokens=max_tokens, **opts))
+        report["valid"][cname] = row
+    return report
+
+
+def print_report(r: dict[str, Any], budget: int, max_tokens: int) -> None:
+    pct = lambda x: f"{100 * x:.1f}%"  # noqa: E731
+    print(f"\n## {r['model']} ({r['folder']}), {r['n']} held-out chats per kind\n")
+    print("| measure | share |\n|---|---|")
+    for key, label in (("tool_auto", "tool_choice auto"), ("tool_required", "tool_choice "
+                                                                             "required")):
+        print(f"| {label}: right tool | {pct(r[key]['right_tool'])} |")
+        print(f"| {label}: right tool, exact argument values | {pct(r[key]['exact_args'])} |")
+    print(f"| json_schema: valid | {pct(r['json_schema']['valid'])} |")
+    print(f"| json_schema: asked-for values | {pct(r['json_schema']['asked_values'])} |")
+    print(f"| after a tool result: answer repeats its values | {pct(r['result']['uses_result'])} |")
+    print("\n| thinking tokens | mean | p10 | p50 | p90 | max | closed by the model |")
+    print("|---|---|---|---|---|---|---|")
+    rows = [(f"kind {k}", s) for k, s in r["thinking"].items()]
+    rows += [(f"effort {e} (tool + plain)", s) for e, s in r["effort"].items()]
+    for label, s in rows:
+        print(f"| {label} | {s['mean']:.1f} | {s['p10']:.0f} | {s['p50']:.0f} | {s['p90']:.0f} "
+              f"| {s['max']} | {pct(s['closed'])} |")
+    print(f"\n| valid within max_tokens {max_tokens} | no budget | thinking budget {budget} |")
+    print("|---|---|---|")
+    for cname, row in r["valid"].items():
+        print(f"| {cname} | " + " | ".join(pct(x) for x in row.values()) + " |")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    ap.add_argument("--demo", default=str(ROOT / MODELS["demo"]))
+    ap.add_argument("--reasoner", default=str(ROOT / MODELS["reasoner"]))
+    ap.add_argument("--n", type=int, default=200, help="held-out chats per kind")
+    ap.add_argument("--budget", type=int, default=16, help="thinking_token_budget")
+    ap.add_argument("--max-tokens", type=int, default=64, help="max_tokens of the validity runs")
+    ap.add_argument("--json", type=Path, default=None, help="write the figures here")
+    args = ap.parse_args(argv)
+    reports = []
+    for name in args.models:
+        reports.append(evaluate(name, getattr(args, name), args.n, args.budget, args.max_tokens))
+        print_report(reports[-1], args.budget, args.max_tokens)
+    if args.json:
+        args.json.write_text(json.dumps(reports, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

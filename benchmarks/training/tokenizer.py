@@ -1,0 +1,66 @@
+"""The byte-level BPE tokenizer both bundled models share, built so that copying is easy.
+
+Words and numbers never carry the space before them (GPT-2 style tokenizers fold it in, so
+" Lisbon" in a question and "Lisbon" inside a JSON string are different tokens, and often split
+differently), and every digit is its own token. A value is then the same token sequence
+wherever it appears, and copying it is an induction a small transformer learns quickly.
+"""
+
+from __future__ import annotations
+
+import random
+import sysconfig
+from pathlib import Path
+
+from thinkgate.benchmarks.training.chats import make_chat
+
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+ADDED = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>",
+         "</tool_response>"]
+VOCAB_SIZE = 4096  # BPE tokens (bytes, merges, special); the added markers come on top
+PRETOKENIZE = r"'(?:s|t|re|ve|m|ll|d)|\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+|\s+"
+STDLIB_CHARS = 2_000_000
+
+
+def corpus(seed: int, num_chats: int = 6000) -> list[str]:
+    """Python standard library sources (for code prompts) and rendered training chats."""
+    texts: list[str] = []
+    budget = STDLIB_CHARS
+    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
+        text = path.read_text(errors="ignore")
+        texts.append(text)
+        budget -= len(text)
+        if budget <= 0:
+            break
+    rng = random.Random(seed)
+    for i in range(num_chats):
+        chat = make_chat(rng, "demo" if i % 2 else "reasoner")
+        texts.append(" ".join(m["content"] for m in chat.messages) + " " + chat.completion)
+        texts.extend(str(t) for t in chat.tools or [])
+    return texts
+
+
+def train_tokenizer(seed: int, chat_template: str):
+    """A transformers fast tokenizer: BPE on `corpus(seed)`, Qwen's special and added tokens."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(PRETOKENIZE), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE, special_tokens=SPECIAL, show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(corpus(seed), trainer=trainer)
+    tok.add_tokens(ADDED)
+    hf = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>", "<|im_end|>"],
+    )
+    hf.chat_template = chat_template
+    hf.model_max_length = 2048
+    return hf

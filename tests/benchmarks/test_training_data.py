@@ -1,0 +1,109 @@
+"""The bundled models' synthetic training data: held-out values never reach training, every
+chat renders through both chat templates, the reasoning model's thinking varies with the
+request and with reasoning_effort."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from thinkgate.benchmarks.training.chats import KINDS, heldout_chats, make_chat
+from thinkgate.benchmarks.training.task import call_text
+from thinkgate.benchmarks.training.train import TEMPLATES
+from thinkgate.benchmarks.training.values import Values, is_heldout
+
+
+def _leaves(x):
+    if isinstance(x, dict):
+        for v in x.values():
+            yield from _leaves(v)
+    elif isinstance(x, list):
+        for v in x:
+            yield from _leaves(v)
+    else:
+        yield str(x)
+
+
+@pytest.mark.parametrize("model", ["demo", "reasoner"])
+def test_argument_values_split_by_hash(model):
+    rng = random.Random(3)
+    for _ in range(200):
+        chat = make_chat(rng, model, "train", "tool")
+        for _, args in chat.task.calls:
+            assert not any(is_heldout(v) for v in args.values() if isinstance(v, str)), args
+    for chat in heldout_chats(model, "tool", 50):
+        for _, args in chat.task.calls:
+            first = next(iter(args.values()))
+            assert is_heldout(str(first)), args
+
+
+def test_values_refuse_an_unknown_split():
+    with pytest.raises(ValueError, match="'dev'"):
+        Values(random.Random(0), "dev")
+    with pytest.raises(ValueError, match="'tiny'"):
+        make_chat(random.Random(0), "tiny")
+
+
+@pytest.mark.parametrize("model", ["demo", "reasoner"])
+def test_chats_render_and_answers_hold_the_question_values(model):
+    from jinja2 import Environment
+
+    template = Environment().from_string(TEMPLATES[model].read_text())
+    rng = random.Random(11)
+    for kind in KINDS:
+        for _ in range(20):
+            chat = make_chat(rng, model, "train", kind)
+            prompt = template.render(messages=chat.messages, tools=chat.tools,
+                                     add_generation_prompt=True, **chat.template_kwargs)
+            assert prompt.endswith("<|im_start|>assistant\n" + (
+                "" if chat.template_kwargs["enable_thinking"] else "<think>\n\n</think>\n\n"))
+            assert chat.completion.endswith(chat.task.body())
+            if kind == "tool":
+                for name, args in chat.task.calls:
+                    assert call_text(name, args) in chat.completion
+                    assert all(str(v) in chat.task.user for v in args.values()
+                               if not (name == "get_weather" and v in ("celsius",
+                                                                       "fahrenheit")))
+            if kind == "json":
+                answer = json.loads(chat.task.body())
+                assert all(str(v) in chat.task.user for v in chat.task.expected.values())
+                assert set(chat.task.expected) <= set(answer) == set(chat.task.schema["required"])
+
+
+def test_reasoner_template_renders_reasoning_effort():
+    from jinja2 import Environment
+
+    template = Environment().from_string(TEMPLATES["reasoner"].read_text())
+    ask = [{"role": "user", "content": "Hi"}]
+    assert "Reasoning effort" not in template.render(messages=ask, add_generation_prompt=True)
+    low = template.render(messages=ask, add_generation_prompt=True, reasoning_effort="low")
+    assert low.startswith("<|im_start|>system\nReasoning effort: low.<|im_end|>\n")
+    high = template.render(messages=[{"role": "system", "content": "Be brief."}, *ask],
+                           add_generation_prompt=True, reasoning_effort="xhigh")
+    assert high.startswith("<|im_start|>system\nBe brief.\n\nReasoning effort: high.<|im_end|>")
+    medium = template.render(messages=ask, add_generation_prompt=True, reasoning_effort="medium")
+    assert medium == template.render(messages=ask, add_generation_prompt=True)
+
+
+def test_reasoner_thinking_grows_with_the_request_and_effort():
+    rng = random.Random(5)
+    lengths: dict[str, list[int]] = {}
+    for _ in range(400):
+        chat = make_chat(rng, "reasoner", "train", "plain")
+        if "</think>\n\n" not in chat.completion or "<think>" not in chat.completion:
+            continue
+        thought = chat.completion.split("</think>")[0]
+        key = chat.template_kwargs.get("reasoning_effort") or "default"
+        lengths.setdefault(key, []).append(len(thought.split()))
+    mean = {k: sum(v) / len(v) for k, v in lengths.items()}
+    assert mean["low"] < mean["default"] < mean["high"]
+    assert max(lengths["default"]) >= 3 * min(lengths["default"])
+
+
+def test_heldout_sets_are_seeded():
+    a = heldout_chats("demo", "json", 5)
+    b = heldout_chats("demo", "json", 5)
+    assert [c.completion for c in a] == [c.completion for c in b]
+    assert [c.completion for c in a] != [c.completion for c in heldout_chats("demo", "json", 5,
+                                                                             seed=7)]
