@@ -1,6 +1,6 @@
 """Tool-call requests (values copied from the question) and tool-result follow-ups.
 
-The first eight tools are the demo model's example tools (`engine/demo_data.py`, preloaded by
+The first eight tools are the demo model's example tools (`engine/demo/data.py`, preloaded by
 the playground); the others add paths, names and dates. Arguments keep the schema's property
 order, as the hermes grammar writes them.
 """
@@ -12,7 +12,7 @@ import random
 
 from thinkgate.benchmarks.training.task import Task, fn, says
 from thinkgate.benchmarks.training.values import Values
-from thinkgate.engine.demo_data import TOOLS as DEMO_TOOLS
+from thinkgate.engine.demo.data import TOOLS as DEMO_TOOLS
 
 _S = {"type": "string"}
 TOOLS: dict[str, dict] = {**DEMO_TOOLS, **{t["function"]["name"]: t for t in [

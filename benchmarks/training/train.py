@@ -25,7 +25,7 @@ from thinkgate.benchmarks.training.tokenizer import train_tokenizer
 logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).resolve().parent
-DEMO_TEMPLATE = HERE.parent.parent / "engine" / "demo_chat_template.jinja"
+DEMO_TEMPLATE = HERE.parent.parent / "engine" / "demo" / "chat_template.jinja"
 TEMPLATES = {"demo": DEMO_TEMPLATE, "reasoner": HERE / "reasoner_chat_template.jinja"}
 PAD_MULTIPLE = 64
 
