@@ -23,8 +23,7 @@ from typing import Any
 
 from thinkgate.benchmarks.training.chats import Chat, heldout_chats
 
-MODELS = {"demo": "engine/demo_model_v2", "reasoner": "engine/demo_reasoner"}
-ROOT = Path(__file__).resolve().parent.parent
+MODELS = ("demo", "reasoner")
 
 
 def load(folder: str):
@@ -193,14 +192,18 @@ def print_report(r: dict[str, Any], budget: int, max_tokens: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    ap.add_argument("--demo", default=str(ROOT / MODELS["demo"]))
-    ap.add_argument("--reasoner", default=str(ROOT / MODELS["reasoner"]))
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    ap.add_argument("--demo", default=None, help="model folder (default: the bundled one)")
+    ap.add_argument("--reasoner", default=None, help="model folder (default: the bundled one)")
     ap.add_argument("--n", type=int, default=200, help="held-out chats per kind")
     ap.add_argument("--budget", type=int, default=16, help="thinking_token_budget")
     ap.add_argument("--max-tokens", type=int, default=64, help="max_tokens of the validity runs")
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = ap.parse_args(argv)
+    from thinkgate.engine.demo import demo_model_path, demo_reasoner_path
+
+    args.demo = args.demo or demo_model_path()
+    args.reasoner = args.reasoner or demo_reasoner_path()
     reports = []
     for name in args.models:
         reports.append(evaluate(name, getattr(args, name), args.n, args.budget, args.max_tokens))

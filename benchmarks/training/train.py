@@ -19,7 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from thinkgate.benchmarks.training.chats import Chat, make_chat
+from thinkgate.benchmarks.training.batches import Batches, repeat_batch
+from thinkgate.benchmarks.training.copy_head import copy_loss, watch_copy_heads
 from thinkgate.benchmarks.training.tokenizer import train_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -39,16 +40,7 @@ class Shape:
     intermediate: int
 
 
-SHAPES = {"demo": Shape(192, 4, 6, 2, 576), "reasoner": Shape(192, 4, 6, 2, 576)}
-
-
-def encode(tok, chat: Chat) -> tuple[list[int], int]:
-    """Prompt + completion + <|im_end|> ids, and where the completion starts."""
-    prompt = tok.apply_chat_template(chat.messages, tools=chat.tools, add_generation_prompt=True,
-                                     tokenize=False, **chat.template_kwargs)
-    prompt_ids = tok.encode(prompt, add_special_tokens=False)
-    completion_ids = tok.encode(chat.completion + "<|im_end|>", add_special_tokens=False)
-    return prompt_ids + completion_ids, len(prompt_ids)
+SHAPES = {"demo": Shape(192, 6, 6, 2, 576), "reasoner": Shape(192, 6, 6, 2, 576)}
 
 
 def build_model(tok, shape: Shape, seed: int):
@@ -70,82 +62,10 @@ def build_model(tok, shape: Shape, seed: int):
     return Qwen3ForCausalLM(config)
 
 
-class Batches:
-    """Chats drawn from one seeded stream, grouped by length so little of a batch is padding."""
-
-    def __init__(self, tok, model: str, batch_size: int, seed: int, pool: int = 8,
-                 weights: tuple[float, ...] | None = None) -> None:
-        self.tok, self.model, self.batch_size, self.pool = tok, model, batch_size, pool
-        self.weights = weights
-        self.rng = random.Random(seed)
-        self.ready: list[list[tuple[list[int], int]]] = []
-
-    def next(self):
-        import torch
-
-        if not self.ready:
-            rows = [encode(self.tok, make_chat(self.rng, self.model, weights=self.weights))
-                    for _ in range(self.batch_size * self.pool)]
-            rows.sort(key=lambda r: len(r[0]))
-            self.ready = [rows[i:i + self.batch_size] for i in range(0, len(rows),
-                                                                      self.batch_size)]
-            self.rng.shuffle(self.ready)
-        batch = self.ready.pop()
-        width = max(len(ids) for ids, _ in batch)
-        pad = self.tok.pad_token_id
-        input_ids = torch.full((len(batch), width), pad, dtype=torch.long)  # (B, T)
-        labels = torch.full((len(batch), width), -100, dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for i, (ids, split) in enumerate(batch):
-            input_ids[i, :len(ids)] = torch.tensor(ids)
-            labels[i, split:len(ids)] = torch.tensor(ids[split:])
-            mask[i, :len(ids)] = 1
-        return input_ids, labels, mask
-
-
-def repeat_batch(rng: random.Random, batch_size: int, vocab: int):
-    """Random token runs written twice, loss on the second: the plainest copying there is, over
-    the whole vocabulary (with `induction_targets`, what forms the copy head)."""
-    import torch
-
-    rows = []
-    for _ in range(batch_size):
-        run = [rng.randrange(3, vocab) for _ in range(rng.randint(4, 24))]
-        rows.append((run + run, len(run)))
-    width = max(len(r) for r, _ in rows)
-    input_ids = torch.zeros((batch_size, width), dtype=torch.long)  # (B, T)
-    labels = torch.full((batch_size, width), -100, dtype=torch.long)
-    mask = torch.zeros((batch_size, width), dtype=torch.long)
-    for i, (ids, split) in enumerate(rows):
-        input_ids[i, :len(ids)] = torch.tensor(ids)
-        labels[i, split + 1:len(ids)] = torch.tensor(ids[split + 1:])
-        mask[i, :len(ids)] = 1
-    return input_ids, labels, mask
-
-
-def induction_targets(input_ids, labels):
-    """Where an induction head should look: for each answer position p, the earlier positions j
-    whose previous token is the current token (`ids[j-1] == ids[p]`), kept only where every
-    such j holds the token to predict (`ids[j] == ids[p+1]`), so copying from there is right.
-    Returns (B, T, T) bool sources and (B, T) bool positions that have some."""
-    import torch
-
-    ids = input_ids
-    B, T = ids.shape
-    prev = torch.cat([torch.full((B, 1), -1, dtype=ids.dtype), ids[:, :-1]], dim=1)  # (B, T)
-    nxt = torch.cat([ids[:, 1:], torch.full((B, 1), -1, dtype=ids.dtype)], dim=1)
-    causal = torch.ones(T, T, dtype=torch.bool).tril()  # j <= p
-    match = (prev[:, None, :] == ids[:, :, None]) & causal  # (B, T, T): ids[j-1] == ids[p]
-    right = ids[:, None, :] == nxt[:, :, None]  # ids[j] == ids[p+1]
-    answer = torch.cat([labels[:, 1:] != -100, torch.zeros(B, 1, dtype=torch.bool)], dim=1)
-    ok = match.any(-1) & ~(match & ~right).any(-1) & answer
-    return match, ok
-
-
 def loss_on_answers(model, input_ids, labels, mask, copy_weight: float = 0.0,
                     watched: dict | None = None):
     """Mean next-token loss over the assistant positions (lm_head applied there only), plus
-    `copy_weight` times the induction loss of the copy head (see `watch_copy_head`)."""
+    `copy_weight` times the induction loss of the copy heads (see `copy_head.py`)."""
     import torch.nn.functional as F
 
     hidden = model.model(input_ids=input_ids, attention_mask=mask).last_hidden_state  # (B, T, H)
@@ -155,63 +75,38 @@ def loss_on_answers(model, input_ids, labels, mask, copy_weight: float = 0.0,
     loss = F.cross_entropy(logits.float(), targets[keep])
     if not copy_weight:
         return loss, None
-    sources, ok = induction_targets(input_ids, labels)
-    if not ok.any():
-        return loss, None
-    weights = copy_head_weights(model, watched, mask)  # (B, T, T)
-    on_source = (weights * sources).sum(-1)[ok]  # attention mass on right sources
-    copy = -(on_source + 1e-6).log().mean()
-    return loss + copy_weight * copy, copy
-
-
-COPY_HEAD = (1, 0)  # (layer, head) taught to attend like an induction head
-
-
-def watch_copy_head(model) -> dict:
-    """Keep what COPY_HEAD's attention layer is called with, to recompute that one head."""
-    seen: dict = {}
-
-    def hook(_module, _args, kwargs) -> None:
-        seen["hidden"] = kwargs["hidden_states"]
-        seen["rope"] = kwargs["position_embeddings"]
-
-    model.model.layers[COPY_HEAD[0]].self_attn.register_forward_pre_hook(hook, with_kwargs=True)
-    return seen
-
-
-def copy_head_weights(model, seen: dict, mask):
-    """COPY_HEAD's attention probabilities (B, T, T), computed as the layer computes them (the
-    model itself runs a fused attention that does not return them)."""
-    import torch
-    from transformers.models.qwen3.modeling_qwen3 import apply_rotary_pos_emb
-
-    attn = model.model.layers[COPY_HEAD[0]].self_attn
-    hidden, (cos, sin) = seen.pop("hidden"), seen.pop("rope")
-    B, T, _ = hidden.shape
-    d, head = attn.head_dim, COPY_HEAD[1]
-    kv = head // attn.num_key_value_groups
-    q = attn.q_norm(attn.q_proj(hidden).view(B, T, -1, d)[:, :, head])  # (B, T, d)
-    k = attn.k_norm(attn.k_proj(hidden).view(B, T, -1, d)[:, :, kv])
-    q, k = apply_rotary_pos_emb(q[:, None], k[:, None], cos, sin)
-    scores = (q @ k.transpose(-1, -2))[:, 0].float() * attn.scaling  # (B, T, T)
-    allowed = torch.ones(T, T, dtype=torch.bool, device=scores.device).tril() & \
-        mask[:, None, :].bool()
-    return scores.masked_fill(~allowed, float("-inf")).softmax(-1)
+    copy = copy_loss(model, watched, input_ids, labels, mask)
+    return (loss, None) if copy is None else (loss + copy_weight * copy, copy)
 
 
 def train(model, tok, args: argparse.Namespace, template: str) -> None:
+    """The loop: copy drills first (and every `repeat_every`th step after), chats otherwise.
+    Every `checkpoint_every` steps the whole state goes to OUT.resume.pt, which `--resume`
+    continues from (same batches, same result: a run killed on a shared machine loses little)."""
     import torch
 
     weights = tuple(float(w) for w in args.weights.split(",")) if args.weights else None
-    batches = Batches(tok, args.model, args.batch_size, args.seed + 1, weights=weights)
+    batches = Batches(tok, args.model, args.batch_size, args.seed + 1, args.max_tokens,
+                      weights=weights)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01,
                             betas=(0.9, 0.95))
-    model.train()
-    start, cpu_start, seen = time.perf_counter(), time.process_time(), 0.0
     rng = random.Random(args.seed + 2)
-    watched = watch_copy_head(model) if args.copy_weight else None
+    first, seen, cpu_before = 0, 0.0, 0.0
+    resume = args.out.with_name(args.out.name + ".resume.pt")
+    if args.resume and resume.is_file():
+        state = torch.load(resume, weights_only=False)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        batches.load_state(state["batches"])
+        rng.setstate(state["rng"])
+        first, seen, cpu_before = state["step"], state["seen"], state["cpu"]
+        logger.info("resumed at step %d (%.0fs of CPU before)", first, cpu_before)
+    model.train()
+    start, cpu_start = time.perf_counter(), time.process_time() - cpu_before
+    heads = [(int(lh.split(":")[0]), int(lh.split(":")[1])) for lh in args.copy_heads.split(",")]
+    watched = watch_copy_heads(model, heads) if args.copy_weight else None
     plain_vocab = tok.convert_tokens_to_ids("<think>")  # BPE ids lie below the markers
-    for step in range(args.steps):
+    for step in range(first, args.steps):
         if step < args.repeat_steps or (args.repeat_every and step % args.repeat_every == 0):
             input_ids, labels, mask = repeat_batch(rng, 2 * args.batch_size, plain_vocab)
         else:
@@ -234,8 +129,15 @@ def train(model, tok, args: argparse.Namespace, template: str) -> None:
                         step, args.steps, lm, seen,
                         copy.item() if copy is not None else float("nan"), input_ids.numel(),
                         time.perf_counter() - start, time.process_time() - cpu_start)
-        if args.save_every and (step + 1) % args.save_every == 0 and step + 1 < args.steps:
-            save(model, tok, template, args.out.with_name(f"{args.out.name}-step{step + 1}"))
+        done = step + 1
+        if args.save_every and done % args.save_every == 0 and done < args.steps:
+            save(model, tok, template, args.out.with_name(f"{args.out.name}-step{done}"))
+        if args.checkpoint_every and done % args.checkpoint_every == 0 and done < args.steps:
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": done,
+                        "batches": batches.state(), "rng": rng.getstate(), "seen": seen,
+                        "cpu": time.process_time() - cpu_start}, resume)
+    logger.info("trained %d steps in %.0fs of CPU", args.steps, time.process_time() - cpu_start)
+    resume.unlink(missing_ok=True)
     model.eval()
 
 
@@ -260,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", choices=sorted(TEMPLATES), required=True)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--warmup", type=int, default=50)
@@ -277,8 +179,16 @@ def main(argv: list[str] | None = None) -> None:
                     help="after those, every Nth step is such a batch too (keeps copying sharp)")
     ap.add_argument("--copy-weight", type=float, default=1.0,
                     help="weight of the induction loss on one attention head (0: none)")
+    ap.add_argument("--copy-heads", default="1:0,2:0",
+                    help="LAYER:HEAD,... taught to attend like induction heads")
     ap.add_argument("--weights", default=None, help="kind weights, comma-separated in "
                     "chats.KINDS order (default: the model's mixture)")
+    ap.add_argument("--max-tokens", type=int, default=8192,
+                    help="at most this many tokens (padding included) in a chat batch")
+    ap.add_argument("--checkpoint-every", type=int, default=100,
+                    help="save the training state every N steps (OUT.resume.pt)")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue from OUT.resume.pt when it is there")
     ap.add_argument("--log-every", type=int, default=25)
     ap.add_argument("--save-every", type=int, default=0,
                     help="also save OUT-stepN every N steps (pilots: when does copying start?)")
