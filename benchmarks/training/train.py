@@ -91,7 +91,8 @@ def train(model, tok, args: argparse.Namespace, template: str) -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01,
                             betas=(0.9, 0.95))
     rng = random.Random(args.seed + 2)
-    first, seen, cpu_before = 0, 0.0, 0.0
+    first, cpu_before = 0, 0.0
+    seen = {"chat": 0.0, "drill": 0.0}  # moving averages of the two kinds of batch
     resume = args.out.with_name(args.out.name + ".resume.pt")
     if args.resume and resume.is_file():
         state = torch.load(resume, weights_only=False)
@@ -99,7 +100,9 @@ def train(model, tok, args: argparse.Namespace, template: str) -> None:
         opt.load_state_dict(state["opt"])
         batches.load_state(state["batches"])
         rng.setstate(state["rng"])
-        first, seen, cpu_before = state["step"], state["seen"], state["cpu"]
+        first, cpu_before = state["step"], state["cpu"]
+        if isinstance(state["seen"], dict):
+            seen = state["seen"]
         logger.info("resumed at step %d (%.0fs of CPU before)", first, cpu_before)
     model.train()
     start, cpu_start = time.perf_counter(), time.process_time() - cpu_before
@@ -107,7 +110,9 @@ def train(model, tok, args: argparse.Namespace, template: str) -> None:
     watched = watch_copy_heads(model, heads) if args.copy_weight else None
     plain_vocab = tok.convert_tokens_to_ids("<think>")  # BPE ids lie below the markers
     for step in range(first, args.steps):
-        if step < args.repeat_steps or (args.repeat_every and step % args.repeat_every == 0):
+        drill = step < args.repeat_steps or bool(args.repeat_every
+                                                 and step % args.repeat_every == 0)
+        if drill:
             input_ids, labels, mask = repeat_batch(rng, 2 * args.batch_size, plain_vocab)
         else:
             input_ids, labels, mask = batches.next()
@@ -123,12 +128,14 @@ def train(model, tok, args: argparse.Namespace, template: str) -> None:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         lm = loss.item() - (args.copy_weight * copy.item() if copy is not None else 0.0)
-        seen = 0.98 * seen + 0.02 * lm if step else lm
+        key = "drill" if drill else "chat"
+        seen[key] = 0.95 * seen[key] + 0.05 * lm if seen[key] else lm
         if step % args.log_every == 0 or step == args.steps - 1:
-            logger.info("step %d/%d loss %.4f (avg %.4f) copy %.3f %d tokens %.0fs (cpu %.0fs)",
-                        step, args.steps, lm, seen,
-                        copy.item() if copy is not None else float("nan"), input_ids.numel(),
-                        time.perf_counter() - start, time.process_time() - cpu_start)
+            logger.info("step %d/%d loss %.4f copy %.3f (averages: chats %.4f, drills %.4f) "
+                        "%d tokens %.0fs (cpu %.0fs)", step, args.steps, lm,
+                        copy.item() if copy is not None else float("nan"), seen["chat"],
+                        seen["drill"], input_ids.numel(), time.perf_counter() - start,
+                        time.process_time() - cpu_start)
         done = step + 1
         if args.save_every and done % args.save_every == 0 and done < args.steps:
             save(model, tok, template, args.out.with_name(f"{args.out.name}-step{done}"))
@@ -168,6 +175,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tokenizer-seed", type=int, default=0)
+    ap.add_argument("--init-from", type=Path, default=None,
+                    help="start from this checkpoint (its tokenizer and weights): a second "
+                    "phase at a lower learning rate")
     ap.add_argument("--hidden", type=int, default=None, help="override the model's width")
     ap.add_argument("--layers", type=int, default=None, help="override the model's depth")
     ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True,
@@ -198,12 +208,22 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.set_num_threads(args.threads)
     template = TEMPLATES[args.model].read_text()
-    tok = train_tokenizer(args.tokenizer_seed, template)
     shape = SHAPES[args.model]
     if args.hidden or args.layers:
         h = args.hidden or shape.hidden
         shape = Shape(h, args.layers or shape.layers, h // 32, max(1, h // 96), 3 * h)
-    model = build_model(tok, shape, args.seed)
+    if args.init_from:
+        from transformers import AutoTokenizer, Qwen3ForCausalLM
+
+        tok = AutoTokenizer.from_pretrained(args.init_from)
+        tok.chat_template = template
+        model = Qwen3ForCausalLM.from_pretrained(args.init_from, dtype=torch.float32)
+        cfg = model.config
+        shape = Shape(cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads,
+                      cfg.num_key_value_heads, cfg.intermediate_size)
+    else:
+        tok = train_tokenizer(args.tokenizer_seed, template)
+        model = build_model(tok, shape, args.seed)
     logger.info("tokenizer %d tokens, model %s, %.2fM parameters", len(tok), shape,
                 sum(p.numel() for p in model.parameters()) / 1e6)
     train(model, tok, args, template)
