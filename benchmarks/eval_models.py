@@ -192,18 +192,22 @@ def print_report(r: dict[str, Any], budget: int, max_tokens: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    ap.add_argument("--models", nargs="+", default=["demo"], choices=MODELS,
+                    help="which held-out chats: the demo model's or the reasoning model's")
     ap.add_argument("--demo", default=None, help="model folder (default: the bundled one)")
-    ap.add_argument("--reasoner", default=None, help="model folder (default: the bundled one)")
+    ap.add_argument("--reasoner", default=None,
+                    help="model folder of a reasoning model (trained with train.py --model "
+                    "reasoner; none is bundled yet)")
     ap.add_argument("--n", type=int, default=200, help="held-out chats per kind")
     ap.add_argument("--budget", type=int, default=16, help="thinking_token_budget")
     ap.add_argument("--max-tokens", type=int, default=64, help="max_tokens of the validity runs")
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = ap.parse_args(argv)
-    from thinkgate.engine.demo import demo_model_path, demo_reasoner_path
+    from thinkgate.engine.demo import demo_model_path
 
     args.demo = args.demo or demo_model_path()
-    args.reasoner = args.reasoner or demo_reasoner_path()
+    if "reasoner" in args.models and not args.reasoner:
+        ap.error("--models reasoner needs --reasoner FOLDER (no reasoning model is bundled)")
     reports = []
     for name in args.models:
         reports.append(evaluate(name, getattr(args, name), args.n, args.budget, args.max_tokens))
