@@ -85,6 +85,7 @@ class Sequence:
         # the n-gram index the proposer keeps of this sequence's tokens (index, tokens indexed)
         self.draft_ids: list[int] = []
         self.ngram_index: tuple[dict[tuple[int, ...], int], int] = ({}, 0)
+        self.draft_state: Any = None  # its drafts' acceptance (core/draft_policy.py)
         self.trace: list[Any] | None = [] if params.token_trace else None  # engine/core/token_trace.py
 
     @property

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import time
 from typing import Any
 
 import torch
@@ -118,7 +119,7 @@ class LLMEngine:
         code is specialized to torch's thread count: set it before this (the engine core
         does; `__init__` calls this unless told `compile_now=False`)."""
         self.runner.compile_steps(self.config.enforce_eager, self.max_num_seqs,
-                                  self.max_model_len)
+                                  self.max_model_len, self.speculator is not None)
 
     # --- requests -------------------------------------------------------------------------
 
@@ -201,6 +202,7 @@ class LLMEngine:
     def step(self) -> list[RequestOutput]:
         if len(self.compiling):
             self.compiling.admit_ended(self._admit)
+        start = time.perf_counter()
         batch = self.scheduler.schedule()
         if batch is None:
             self.compiling.wait_any(0.01)  # nothing to run until a grammar is ready
@@ -228,6 +230,9 @@ class LLMEngine:
         if self.jump_forward_on:
             self.structured_output.jump_forward(batch.seqs, self.runner.logprobs_of_forced)
         if self.speculator is not None:
+            if not batch.is_prefill:  # what a verify step costs over a plain one, as timed
+                self.speculator.note_step(len(batch.seqs), bool(self.runner.draft_logits),
+                                          time.perf_counter() - start)
             self.speculator.propose(batch.seqs)  # (finished rows are skipped there)
         return self._collect_outputs(batch.seqs)
 

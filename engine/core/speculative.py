@@ -35,11 +35,15 @@ from typing import Any
 
 import torch
 from thinkgate.engine.config import SpeculativeConfig
+from thinkgate.engine.core.draft_policy import RowAcceptance, StepCosts
 from thinkgate.engine.core.sampler import Sampler, SamplerOutput, make_logprob_entry
 from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.structured.structured_output import GateInputs
 
 _ALL_ALLOWED = -1  # an int32 bitmask word with every bit set
+# a step whose drafts have some expected gain runs them after this many skipped steps anyway,
+# so the verify step's time is measured again (it may have been timed on a busy machine)
+REFRESH_STEPS = 16
 
 
 class NgramProposer:
@@ -90,6 +94,8 @@ class Speculator:
         self.num_drafts = 0  # vLLM's spec_decode_num_drafts, _num_draft_tokens, _num_accepted
         self.num_draft_tokens = 0
         self.num_accepted_tokens = 0
+        self.costs = StepCosts()
+        self._skipped = 0  # steps in a row whose drafts did not run although they might gain
 
     def stats(self) -> dict[str, int]:
         return {"spec_decode_num_drafts": self.num_drafts,
@@ -98,12 +104,40 @@ class Speculator:
 
     # ---- after a step: drafts for the next one ----
     def propose(self, seqs: list[Sequence]) -> None:
+        """Each eligible row's proposal, scored (draft_policy.py); the drafts worth verifying
+        become `draft_ids` if the step's expected gain covers the verify step's extra cost,
+        the rest stay as shadows."""
+        wanted: list[tuple[Sequence, RowAcceptance, list[int], int]] = []
+        forced = 0
         for seq in seqs:
             seq.draft_ids = []
+            forced += len(seq.forced_ids)
             if seq.is_finished or seq.forced_ids or not _may_draft(seq):
                 continue
+            state = seq.draft_state
+            if state is None:
+                state = seq.draft_state = RowAcceptance()
+            state.settle(seq.token_ids)
             limit = seq.max_total_tokens - seq.num_tokens - 1  # room for the sampled token
-            seq.draft_ids = self.proposer.propose(seq, limit)
+            proposal = self.proposer.propose(seq, limit)
+            if proposal:
+                wanted.append((seq, state, proposal, state.worth(proposal)))
+        if not wanted:
+            return
+        gain = sum(state.expected(n) for _, state, _, n in wanted)
+        rows = sum(not seq.is_finished for seq in seqs)
+        cost = (rows + forced) * (self.costs.ratio(rows) - 1)
+        run = gain > 0 and (gain >= cost or self._skipped >= REFRESH_STEPS)
+        self._skipped = 0 if run or gain <= 0 else self._skipped + 1
+        for seq, state, proposal, n in wanted:
+            if run and n:
+                seq.draft_ids = proposal[:n]
+            else:
+                state.shadow, state.shadow_at = proposal, seq.num_tokens
+
+    def note_step(self, rows: int, verified: bool, seconds: float) -> None:
+        """A decode step's time, for the cost ratio the next proposals weigh against."""
+        self.costs.note(rows, verified, seconds)
 
     # ---- after the forward: sample every draft position ----
     def verify(self, logits: torch.Tensor, draft_logits: dict[int, torch.Tensor],
@@ -161,6 +195,8 @@ class Speculator:
             while kept < k and got[kept] == seq.draft_ids[kept]:
                 kept += 1
             if k:  # (a row without a draft keeps its jump-forward ids, if any)
+                if seq.draft_state is not None:
+                    seq.draft_state.note(kept, kept + (kept < k))
                 self.num_drafts += 1
                 self.num_draft_tokens += k
                 self.num_accepted_tokens += kept

@@ -36,6 +36,9 @@ class AttentionMetadata:
     # paged kernels: (B,) int32 new tokens and cached tokens (new ones included) per row
     query_lens: torch.Tensor | None = None
     context_lens: torch.Tensor | None = None
+    # a verify step (speculative decoding): few queries per row, attended like decode's one,
+    # the query heads of a K/V head packed with the row's positions (no K/V repeat)
+    packed_queries: bool = False
 
 
 def build_attention_metadata(
@@ -93,6 +96,8 @@ def paged_attention(
         packed = q.reshape(b, kv_heads, h // kv_heads, d)
         out = F.scaled_dot_product_attention(packed, keys, values, attn_mask=meta.attn_mask)
         return out.reshape(b, 1, h * d)
+    if meta.packed_queries:
+        return _packed_attention(q, keys, values, meta.attn_mask)
     out = F.scaled_dot_product_attention(
         q.transpose(1, 2),
         keys,
@@ -102,6 +107,21 @@ def paged_attention(
         enable_gqa=kv_heads != h,
     )
     return out.transpose(1, 2).reshape(b, t, h * d)
+
+
+def _packed_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                      mask: torch.Tensor | None) -> torch.Tensor:
+    """Decode's attention for T queries per row: the G query heads that share a K/V head and
+    the T positions become that head's T * G query rows, each position's mask row repeated G
+    times; (B, T, H * D)."""
+    b, t, h, d = q.shape
+    kv_heads = keys.shape[1]
+    g = h // kv_heads
+    packed = q.reshape(b, t, kv_heads, g, d).permute(0, 2, 1, 3, 4).reshape(b, kv_heads, t * g, d)
+    if mask is not None:  # (B, 1, T, n) -> (B, 1, T * G, n)
+        mask = mask.unsqueeze(3).expand(b, 1, t, g, mask.shape[-1]).reshape(b, 1, t * g, -1)
+    out = F.scaled_dot_product_attention(packed, keys, values, attn_mask=mask)
+    return out.reshape(b, kv_heads, t, g, d).permute(0, 2, 1, 3, 4).reshape(b, t, h * d)
 
 
 def attend_in_place(

@@ -9,6 +9,8 @@ never read. The transformers fallback gets whole sequences instead (it has no ca
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from thinkgate.engine.config import EngineConfig
 from thinkgate.engine.kv.kv_cache import KVCache, build_attention_metadata
@@ -16,6 +18,7 @@ from thinkgate.engine.kv.row_prefix_store import RowPrefixStore
 from thinkgate.engine.kv.slot_cache import SlotKVCache
 from thinkgate.engine.model.compiled_decode import CompiledDecode, compiler_available
 from thinkgate.engine.model.compiled_prefill import CompiledPrefill
+from thinkgate.engine.model.compiled_verify import CompiledVerify
 from thinkgate.engine.model.cuda_graphs import DecodeGraphs, attention_plan, capture_sizes
 from thinkgate.engine.model.long_forward import (
     PREFILL_TOKENS,
@@ -51,6 +54,7 @@ class ModelRunner:
         self.graphs: DecodeGraphs | None = None  # decode buckets (cuda_graphs.py), else eager
         self.compiled_decode: CompiledDecode | None = None  # CPU decode steps (compiled_decode.py)
         self.compiled_prefill: CompiledPrefill | None = None  # masked prefills (compiled_prefill.py)
+        self.compiled_verify: CompiledVerify | None = None  # drafted steps (compiled_verify.py)
         # jump-forward: batch row -> (k, V) float32 logits predicting each of its k forced ids
         # (only rows whose request asks for logprobs), from the last forward
         self.forced_logits: dict[int, torch.Tensor] = {}
@@ -82,10 +86,12 @@ class ModelRunner:
                 -(-max_model_len // config.block_size), config.block_size,
                 self.kv_cache.scratch_block, self.device, capture=True)
 
-    def compile_steps(self, enforce_eager: bool, max_num_seqs: int, max_model_len: int) -> None:
+    def compile_steps(self, enforce_eager: bool, max_num_seqs: int, max_model_len: int,
+                      speculative: bool = False) -> None:
         """Compile the CPU decode step (compiled_decode.py), and the contiguous layout's masked
-        prefills (compiled_prefill.py), where they apply. Compiled code is specialized to
-        torch's thread count: set it before this."""
+        prefills (compiled_prefill.py) and, with `speculative`, verify steps
+        (compiled_verify.py), where they apply. Compiled code is specialized to torch's thread
+        count: set it before this."""
         if (self.compiled_decode is not None or self.device.type != "cpu" or enforce_eager
                 or self.arch is None
                 or self.arch.moe is not None  # routing's per-expert groups: eager
@@ -104,6 +110,10 @@ class ModelRunner:
                 prefill.warm_up_fresh(layers, self.block_size, self.scratch_block,
                                       self.prefill_threads or torch.get_num_threads(),
                                       self.fast_fp32)
+            verify = CompiledVerify(self.model) if speculative else None
+            if verify is not None and verify.warm_up(layers, self.block_size,
+                                                     self.scratch_block, self.kv_cache.num_rows):
+                self.compiled_verify = verify
 
     @torch.inference_mode()
     def forward(self, batch: ScheduledBatch) -> torch.Tensor:
@@ -135,9 +145,13 @@ class ModelRunner:
         meta = build_attention_metadata(
             positions, slots, block_tables, context_lens, fresh, row_start, self.paged_kernels
         )
+        if ragged and meta.context_lens is None and any(seq.draft_ids for seq in batch.seqs):
+            meta = dataclasses.replace(meta, packed_queries=True)  # a verify step
         run = self.model
         if self.compiled_decode is not None and not (batch.is_prefill or ragged):
             run = self.compiled_decode
+        elif self.compiled_verify is not None and CompiledVerify.applies(input_ids, meta):
+            run = self.compiled_verify
         elif self.compiled_prefill is not None and CompiledPrefill.applies(input_ids, meta):
             run = self.compiled_prefill
         elif (self.compiled_prefill is not None and self.compiled_prefill.fresh_threads

@@ -1,0 +1,99 @@
+"""When n-gram drafts run (engine/core/draft_policy.py and Speculator.propose): rows scored on
+every proposal, verified or not; drafts cut where their chance falls; a step verifies only when
+the expected kept tokens cover its extra cost."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from thinkgate.engine.config import SpeculativeConfig
+from thinkgate.engine.core import speculative
+from thinkgate.engine.core.draft_policy import (
+    DEFAULT_COST_RATIO,
+    MIN_CHANCE,
+    RowAcceptance,
+    StepCosts,
+)
+from thinkgate.engine.core.speculative import Speculator
+
+
+def test_a_shadow_is_scored_by_the_tokens_written_after_it() -> None:
+    row = RowAcceptance(hits=0.0, tries=0.0)
+    row.shadow, row.shadow_at = [7, 8, 9], 3
+    row.settle([1, 2, 3])  # nothing written after it yet: kept for later
+    assert row.shadow == [7, 8, 9] and row.tries == 0
+    row.settle([1, 2, 3, 7, 8, 5])  # two kept, the third differs
+    assert (row.hits, row.tries) == (2, 3) and row.shadow == []
+    row.shadow, row.shadow_at = [4, 4], 6
+    row.settle([1, 2, 3, 7, 8, 5, 4])  # one token came: one kept, one compared
+    assert row.rate == pytest.approx((2 * 0.85 + 1) / (3 * 0.85 + 1))
+
+
+def test_a_draft_keeps_its_ids_while_their_chance_stays_high() -> None:
+    sure = RowAcceptance(hits=9.0, tries=10.0)  # 0.9: 0.9, 0.81, 0.73, 0.66 ... >= 0.3
+    assert sure.worth([1] * 16) == 11  # 0.9 ** 11 = 0.31, 0.9 ** 12 = 0.28
+    assert sure.expected(2) == pytest.approx(0.9 + 0.81)
+    poor = RowAcceptance(hits=1.0, tries=5.0)  # 0.2 < MIN_CHANCE
+    assert poor.rate < MIN_CHANCE and poor.worth([1, 2, 3]) == 0
+    assert RowAcceptance().worth([1, 2, 3]) == 1  # the prior 0.5: one id, 0.25 is too little
+
+
+def test_step_costs_by_batch_size_and_the_default() -> None:
+    costs = StepCosts()
+    assert costs.ratio(1) == DEFAULT_COST_RATIO
+    costs.note(1, False, 1.0)
+    costs.note(1, True, 1.5)
+    costs.note(6, False, 2.0)  # sizes 5-8 share a bucket
+    costs.note(8, True, 5.0)
+    assert costs.ratio(1) == 1.5 and costs.ratio(7) == 2.5
+    assert costs.ratio(2) == DEFAULT_COST_RATIO  # nothing timed at size 2
+
+
+class _Row(SimpleNamespace):
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+def _seq(tokens: list[int], rate: float) -> Any:
+    return _Row(token_ids=tokens, is_finished=False, forced_ids=[], draft_ids=[],
+                has_logits_processors=False, trace=None, reasoning_state=None,
+                structured_state=None, max_total_tokens=100, ngram_index=({}, 0),
+                draft_state=RowAcceptance(hits=rate * 10, tries=10.0))
+
+
+def _speculator(ratio: float) -> Speculator:
+    spec = Speculator(SpeculativeConfig("ngram", 4, 3, 2), vocab_size=64)
+    spec.costs.ratio = lambda rows: ratio  # type: ignore[method-assign]
+    return spec
+
+
+REPEATS = [5, 6, 7, 8, 9, 5, 6]  # "5 6" occurred before: the proposal is [7, 8, 9, 5]
+
+
+def test_rows_draft_by_their_rate_and_the_rest_stay_shadows() -> None:
+    spec = _speculator(1.1)
+    good, poor = _seq(list(REPEATS), 0.9), _seq(list(REPEATS), 0.1)
+    spec.propose([good, poor])
+    assert good.draft_ids == [7, 8, 9, 5] and poor.draft_ids == []
+    assert poor.draft_state.shadow == [7, 8, 9, 5] and poor.draft_state.shadow_at == 7
+    poor.token_ids.extend([7, 8])  # the row wrote its shadow's first ids after all
+    spec.propose([poor])
+    assert poor.draft_state.rate > 0.2  # scored: 1 + 2 of 10 + 2 (decayed)
+
+
+def test_a_step_verifies_only_when_the_expected_gain_covers_its_cost(monkeypatch: Any) -> None:
+    # one row at 0.5 expects 0.5 kept ids: enough against a cost of 0.3 tokens, not 0.6
+    cheap, dear = _speculator(1.3), _speculator(1.6)
+    a, b = _seq(list(REPEATS), 0.5), _seq(list(REPEATS), 0.5)
+    cheap.propose([a])
+    dear.propose([b])
+    assert a.draft_ids == [7] and b.draft_ids == [] and b.draft_state.shadow == [7, 8, 9, 5]
+    monkeypatch.setattr(speculative, "REFRESH_STEPS", 3)
+    runs = []
+    for _ in range(4):  # skipped steps with some gain: after 3 the drafts run once anyway
+        dear.propose([b])
+        runs.append(bool(b.draft_ids))
+    assert runs == [False, False, True, False]
