@@ -19,13 +19,17 @@ engine's measured seconds per verify step over seconds per plain step at that ba
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 DECAY = 0.85  # weight of an older observation, per newer one
 MIN_CHANCE = 0.3  # a draft id is proposed while the chance that it is kept is at least this
 PRIOR_HITS, PRIOR_TRIES = 1.0, 2.0  # a new row's rate: 0.5
-DEFAULT_COST_RATIO = 1.3  # verify step / plain step before either has been timed at a size
-_EMA = 0.1  # weight of a new step's time in its size's mean
+DEFAULT_SLOPE = 0.25  # a verify step's extra cost per draft position before one is timed
+MAX_SLOPE = 1.0  # a slower verify step is counted as this (a busy machine, a first call)
+WINDOW = 16  # steps timed per median
 
 
 @dataclass
@@ -69,32 +73,60 @@ class RowAcceptance:
             n += 1
         return n
 
-    def expected(self, n: int) -> float:
-        """Expected kept ids of an n-id draft."""
-        rate = self.rate
-        return sum(rate ** i for i in range(1, n + 1))
+    def gains(self, n: int) -> list[float]:
+        """Expected kept ids of a 1-, 2-, ..., n-id draft."""
+        rate, chance, total, out = self.rate, 1.0, 0.0, []
+        for _ in range(n):
+            chance *= rate
+            total += chance
+            out.append(total)
+        return out
 
 
 class StepCosts:
-    """Mean seconds of plain and verify steps per batch size (powers of two), as timed."""
+    """What a decode step costs per batch size (powers of two): the seconds of a plain step,
+    and how much more a verify step costs per draft position of its widest row (`slope`: a
+    verify step of width w costs about 1 + slope * w plain steps; its forward's query count and
+    the positions sampled and masked grow with w). Each is the median of the last steps timed
+    (`WINDOW`), which a step slowed by another process on the machine does not move."""
 
     def __init__(self) -> None:
-        self.plain: dict[int, float] = {}
-        self.verify: dict[int, float] = {}
+        self.plain: dict[int, deque[float]] = {}
+        self.slopes: dict[int, deque[float]] = {}
+        self._median: dict[tuple[int, bool], float] = {}
 
     @staticmethod
     def _bucket(rows: int) -> int:
         return 1 << max(rows - 1, 0).bit_length()
 
-    def note(self, rows: int, verified: bool, seconds: float) -> None:
-        means = self.verify if verified else self.plain
+    def note(self, rows: int, width: int, seconds: float) -> None:
+        """A decode step of `rows` rows whose widest draft had `width` ids (0: a plain step)."""
         bucket = self._bucket(rows)
-        old = means.get(bucket)
-        means[bucket] = seconds if old is None else old + _EMA * (seconds - old)
+        if width == 0:
+            sample, window = seconds, self.plain.setdefault(bucket, deque(maxlen=WINDOW))
+        else:
+            plain = self._median.get((bucket, False))
+            if plain is None:
+                return
+            sample = min(max(seconds / plain - 1, 0.0) / width, MAX_SLOPE)
+            window = self.slopes.setdefault(bucket, deque(maxlen=WINDOW))
+        window.append(sample)
+        self._median[bucket, width > 0] = statistics.median(window)
 
-    def ratio(self, rows: int) -> float:
-        bucket = self._bucket(rows)
-        plain, verify = self.plain.get(bucket), self.verify.get(bucket)
-        if plain is None or verify is None or plain <= 0:
-            return DEFAULT_COST_RATIO
-        return verify / plain
+    def ratio(self, rows: int, width: int) -> float:
+        """A verify step of this width over a plain step."""
+        return 1 + self._median.get((self._bucket(rows), True), DEFAULT_SLOPE) * width
+
+
+def best_width(base: float, gains: list[list[float]], ratio: Any) -> int:
+    """The draft width (ids per row at most) that makes the most tokens per plain step's
+    time: `base` tokens a plain step writes, `gains[r][i]` row r's expected kept ids with a
+    draft of i + 1 ids, `ratio(w)` a verify step's cost in plain steps; 0 when no width beats
+    a plain step."""
+    best, width = base, 0
+    longest = max((len(g) for g in gains), default=0)
+    for w in range(1, longest + 1):
+        tokens = base + sum(g[min(w, len(g)) - 1] for g in gains if g)
+        if tokens / ratio(w) > best:
+            best, width = tokens / ratio(w), w
+    return width

@@ -204,6 +204,7 @@ class LLMEngine:
             self.compiling.admit_ended(self._admit)
         start = time.perf_counter()
         batch = self.scheduler.schedule()
+        width = max((len(seq.draft_ids) for seq in batch.seqs), default=0) if batch else 0
         if batch is None:
             self.compiling.wait_any(0.01)  # nothing to run until a grammar is ready
             return []
@@ -231,8 +232,7 @@ class LLMEngine:
             self.structured_output.jump_forward(batch.seqs, self.runner.logprobs_of_forced)
         if self.speculator is not None:
             if not batch.is_prefill:  # what a verify step costs over a plain one, as timed
-                self.speculator.note_step(len(batch.seqs), bool(self.runner.draft_logits),
-                                          time.perf_counter() - start)
+                self.speculator.note_step(len(batch.seqs), width, time.perf_counter() - start)
             self.speculator.propose(batch.seqs)  # (finished rows are skipped there)
         return self._collect_outputs(batch.seqs)
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 from thinkgate.engine.config import SpeculativeConfig
-from thinkgate.engine.core.draft_policy import RowAcceptance, StepCosts
+from thinkgate.engine.core.draft_policy import RowAcceptance, StepCosts, best_width
 from thinkgate.engine.core.sampler import Sampler, SamplerOutput, make_logprob_entry
 from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.structured.structured_output import GateInputs
@@ -124,20 +124,22 @@ class Speculator:
                 wanted.append((seq, state, proposal, state.worth(proposal)))
         if not wanted:
             return
-        gain = sum(state.expected(n) for _, state, _, n in wanted)
         rows = sum(not seq.is_finished for seq in seqs)
-        cost = (rows + forced) * (self.costs.ratio(rows) - 1)
-        run = gain > 0 and (gain >= cost or self._skipped >= REFRESH_STEPS)
-        self._skipped = 0 if run or gain <= 0 else self._skipped + 1
+        gains = [state.gains(n) for _, state, _, n in wanted]
+        width = best_width(rows + forced, gains, lambda w: self.costs.ratio(rows, w))
+        if width == 0 and self._skipped >= REFRESH_STEPS and any(gains):
+            width = 1  # time a verify step again now and then
+        self._skipped = 0 if width else self._skipped + 1
         for seq, state, proposal, n in wanted:
-            if run and n:
-                seq.draft_ids = proposal[:n]
+            if width and n:
+                seq.draft_ids = proposal[:min(n, width)]
             else:
                 state.shadow, state.shadow_at = proposal, seq.num_tokens
 
-    def note_step(self, rows: int, verified: bool, seconds: float) -> None:
-        """A decode step's time, for the cost ratio the next proposals weigh against."""
-        self.costs.note(rows, verified, seconds)
+    def note_step(self, rows: int, width: int, seconds: float) -> None:
+        """A decode step's time and its widest draft (0: none), for the costs the next
+        proposals weigh against."""
+        self.costs.note(rows, width, seconds)
 
     # ---- after the forward: sample every draft position ----
     def verify(self, logits: torch.Tensor, draft_logits: dict[int, torch.Tensor],

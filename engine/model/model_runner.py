@@ -145,8 +145,9 @@ class ModelRunner:
         meta = build_attention_metadata(
             positions, slots, block_tables, context_lens, fresh, row_start, self.paged_kernels
         )
-        if ragged and meta.context_lens is None and any(seq.draft_ids for seq in batch.seqs):
-            meta = dataclasses.replace(meta, packed_queries=True)  # a verify step
+        drafted = ragged and any(seq.draft_ids for seq in batch.seqs)  # a verify step
+        if drafted and meta.context_lens is None:
+            meta = dataclasses.replace(meta, packed_queries=True)
         run = self.model
         if self.compiled_decode is not None and not (batch.is_prefill or ragged):
             run = self.compiled_decode
@@ -171,30 +172,35 @@ class ModelRunner:
             hidden = run(input_ids, positions, meta, self.kv_cache.layers)  # (B, T, hidden)
         if ragged or batch.is_prefill:
             self._keep_forced_logits(batch.seqs, hidden, last)
-            self._keep_draft_logits(batch.seqs, hidden, last)
         if store is not None:
             for seq in batch.seqs:
                 store.save(seq, seq.num_tokens)  # every token's K/V is in the row now
+        if drafted:
+            assert last is not None
+            return self._verify_logits(batch.seqs, hidden, last)
         if last is not None:
             hidden = hidden[torch.arange(len(batch.seqs), device=self.device), last]
         else:
             hidden = hidden[:, -1]
         return self.model.compute_logits(hidden)
 
-    def _keep_draft_logits(self, seqs: list[Sequence], hidden: torch.Tensor,
-                           last: torch.Tensor | None) -> None:
-        """Speculative decoding: the logits after each draft id of each drafted row (`last`
-        points at the row's last real token, whose logits the step returns)."""
-        if last is None:
-            return
-        spans = [(row, len(seq.draft_ids)) for row, seq in enumerate(seqs) if seq.draft_ids]
-        if not spans:
-            return
+    def _verify_logits(self, seqs: list[Sequence], hidden: torch.Tensor,
+                       last: torch.Tensor) -> torch.Tensor:
+        """A verify step's logits (B, V) at each row's last real token (`last`), and in
+        `draft_logits` those after each draft id of each drafted row: one lm_head call."""
         ends = last.tolist()
-        picked = torch.cat([hidden[row, ends[row] + 1:ends[row] + 1 + k] for row, k in spans])
-        logits = self.model.compute_logits(picked)  # one lm_head call for every draft row
-        for (row, _), part in zip(spans, logits.split([k for _, k in spans])):
-            self.draft_logits[row] = part
+        rows, cols = list(range(len(seqs))), list(ends)
+        spans = [(row, len(seq.draft_ids)) for row, seq in enumerate(seqs) if seq.draft_ids]
+        for row, k in spans:
+            rows.extend([row] * k)
+            cols.extend(range(ends[row] + 1, ends[row] + 1 + k))
+        index = self._tensor(rows + cols).view(2, -1)
+        logits = self.model.compute_logits(hidden[index[0], index[1]])
+        start = len(seqs)
+        for row, k in spans:
+            self.draft_logits[row] = logits[start:start + k]
+            start += k
+        return logits[:len(seqs)]
 
     def _keep_forced_logits(
         self, seqs: list[Sequence], hidden: torch.Tensor, last: torch.Tensor | None

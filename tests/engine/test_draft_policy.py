@@ -11,10 +11,11 @@ import pytest
 from thinkgate.engine.config import SpeculativeConfig
 from thinkgate.engine.core import speculative
 from thinkgate.engine.core.draft_policy import (
-    DEFAULT_COST_RATIO,
+    DEFAULT_SLOPE,
     MIN_CHANCE,
     RowAcceptance,
     StepCosts,
+    best_width,
 )
 from thinkgate.engine.core.speculative import Speculator
 
@@ -34,21 +35,32 @@ def test_a_shadow_is_scored_by_the_tokens_written_after_it() -> None:
 def test_a_draft_keeps_its_ids_while_their_chance_stays_high() -> None:
     sure = RowAcceptance(hits=9.0, tries=10.0)  # 0.9: 0.9, 0.81, 0.73, 0.66 ... >= 0.3
     assert sure.worth([1] * 16) == 11  # 0.9 ** 11 = 0.31, 0.9 ** 12 = 0.28
-    assert sure.expected(2) == pytest.approx(0.9 + 0.81)
+    assert sure.gains(3) == pytest.approx([0.9, 0.9 + 0.81, 0.9 + 0.81 + 0.729])
     poor = RowAcceptance(hits=1.0, tries=5.0)  # 0.2 < MIN_CHANCE
     assert poor.rate < MIN_CHANCE and poor.worth([1, 2, 3]) == 0
     assert RowAcceptance().worth([1, 2, 3]) == 1  # the prior 0.5: one id, 0.25 is too little
 
 
-def test_step_costs_by_batch_size_and_the_default() -> None:
+def test_step_costs_by_batch_size_and_width() -> None:
     costs = StepCosts()
-    assert costs.ratio(1) == DEFAULT_COST_RATIO
-    costs.note(1, False, 1.0)
-    costs.note(1, True, 1.5)
-    costs.note(6, False, 2.0)  # sizes 5-8 share a bucket
-    costs.note(8, True, 5.0)
-    assert costs.ratio(1) == 1.5 and costs.ratio(7) == 2.5
-    assert costs.ratio(2) == DEFAULT_COST_RATIO  # nothing timed at size 2
+    assert costs.ratio(1, 2) == 1 + 2 * DEFAULT_SLOPE
+    costs.note(1, 2, 1.5)  # no plain step timed at this size yet: nothing to compare with
+    assert costs.ratio(1, 2) == 1 + 2 * DEFAULT_SLOPE
+    costs.note(1, 0, 1.0)
+    costs.note(1, 2, 1.5)  # 0.5 more for 2 positions: 0.25 each
+    costs.note(6, 0, 2.0)  # sizes 5-8 share a bucket
+    costs.note(8, 4, 6.0)
+    assert costs.ratio(1, 4) == 2.0 and costs.ratio(7, 1) == 1.5
+    assert costs.ratio(2, 1) == 1 + DEFAULT_SLOPE  # nothing timed at size 2
+
+
+def test_the_width_that_makes_the_most_tokens_per_unit_of_time() -> None:
+    gains = [RowAcceptance(hits=9.0, tries=10.0).gains(4), RowAcceptance().gains(1)]
+    # 2 rows: width 1 makes 2 + 0.9 + 0.5 tokens in 1.3 steps (2.62 per step), width 2 makes
+    # 4.21 in 1.6 (2.63), width 3 4.94 in 1.9 (2.6), width 4 5.59 in 2.2 (2.54)
+    assert best_width(2, gains, lambda w: 1 + 0.3 * w) == 2
+    assert best_width(2, gains, lambda w: 1 + 0.8 * w) == 0  # no width beats plain steps
+    assert best_width(2, [[], []], lambda w: 1.0) == 0
 
 
 class _Row(SimpleNamespace):
@@ -64,9 +76,9 @@ def _seq(tokens: list[int], rate: float) -> Any:
                 draft_state=RowAcceptance(hits=rate * 10, tries=10.0))
 
 
-def _speculator(ratio: float) -> Speculator:
+def _speculator(slope: float) -> Speculator:
     spec = Speculator(SpeculativeConfig("ngram", 4, 3, 2), vocab_size=64)
-    spec.costs.ratio = lambda rows: ratio  # type: ignore[method-assign]
+    spec.costs.ratio = lambda rows, width: 1 + slope * width  # type: ignore[method-assign]
     return spec
 
 
@@ -74,7 +86,7 @@ REPEATS = [5, 6, 7, 8, 9, 5, 6]  # "5 6" occurred before: the proposal is [7, 8,
 
 
 def test_rows_draft_by_their_rate_and_the_rest_stay_shadows() -> None:
-    spec = _speculator(1.1)
+    spec = _speculator(0.1)
     good, poor = _seq(list(REPEATS), 0.9), _seq(list(REPEATS), 0.1)
     spec.propose([good, poor])
     assert good.draft_ids == [7, 8, 9, 5] and poor.draft_ids == []
@@ -86,7 +98,7 @@ def test_rows_draft_by_their_rate_and_the_rest_stay_shadows() -> None:
 
 def test_a_step_verifies_only_when_the_expected_gain_covers_its_cost(monkeypatch: Any) -> None:
     # one row at 0.5 expects 0.5 kept ids: enough against a cost of 0.3 tokens, not 0.6
-    cheap, dear = _speculator(1.3), _speculator(1.6)
+    cheap, dear = _speculator(0.3), _speculator(0.6)
     a, b = _seq(list(REPEATS), 0.5), _seq(list(REPEATS), 0.5)
     cheap.propose([a])
     dear.propose([b])
