@@ -27,8 +27,8 @@ from typing import Any
 DECAY = 0.85  # weight of an older observation, per newer one
 MIN_CHANCE = 0.3  # a draft id is proposed while the chance that it is kept is at least this
 PRIOR_HITS, PRIOR_TRIES = 1.0, 2.0  # a new row's rate: 0.5
-DEFAULT_SLOPE = 0.25  # a verify step's extra cost per draft position before one is timed
-MAX_SLOPE = 1.0  # a slower verify step is counted as this (a busy machine, a first call)
+DEFAULT_FIXED, DEFAULT_SLOPE = 0.1, 0.05  # a verify step's cost guessed before it is timed
+MAX_RATIO = 4.0  # a slower verify step is counted as this (a busy machine, a first call)
 WINDOW = 16  # steps timed per median
 
 
@@ -84,16 +84,16 @@ class RowAcceptance:
 
 
 class StepCosts:
-    """What a decode step costs per batch size (powers of two): the seconds of a plain step,
-    and how much more a verify step costs per draft position of its widest row (`slope`: a
-    verify step of width w costs about 1 + slope * w plain steps; its forward's query count and
-    the positions sampled and masked grow with w). Each is the median of the last steps timed
-    (`WINDOW`), which a step slowed by another process on the machine does not move."""
+    """What a verify step costs over a plain step, per batch size (powers of two) and draft
+    width (the widest row's draft ids): a verify step pays a fixed part (its ragged inputs,
+    the draft positions' masks and samples, a wider forward) and a part per position. Each
+    figure is the median of the last `WINDOW` steps timed, which a step slowed by another
+    process on the machine does not move; a width not timed yet at a size is guessed
+    (`DEFAULT_FIXED`, `DEFAULT_SLOPE`), so that it gets tried and timed."""
 
     def __init__(self) -> None:
-        self.plain: dict[int, deque[float]] = {}
-        self.slopes: dict[int, deque[float]] = {}
-        self._median: dict[tuple[int, bool], float] = {}
+        self.samples: dict[tuple[int, int], deque[float]] = {}
+        self._median: dict[tuple[int, int], float] = {}
 
     @staticmethod
     def _bucket(rows: int) -> int:
@@ -102,31 +102,31 @@ class StepCosts:
     def note(self, rows: int, width: int, seconds: float) -> None:
         """A decode step of `rows` rows whose widest draft had `width` ids (0: a plain step)."""
         bucket = self._bucket(rows)
-        if width == 0:
-            sample, window = seconds, self.plain.setdefault(bucket, deque(maxlen=WINDOW))
-        else:
-            plain = self._median.get((bucket, False))
+        sample = seconds
+        if width:
+            plain = self._median.get((bucket, 0))
             if plain is None:
                 return
-            sample = min(max(seconds / plain - 1, 0.0) / width, MAX_SLOPE)
-            window = self.slopes.setdefault(bucket, deque(maxlen=WINDOW))
+            sample = min(seconds / plain, MAX_RATIO)
+        window = self.samples.setdefault((bucket, width), deque(maxlen=WINDOW))
         window.append(sample)
-        self._median[bucket, width > 0] = statistics.median(window)
+        self._median[bucket, width] = statistics.median(window)
 
     def ratio(self, rows: int, width: int) -> float:
         """A verify step of this width over a plain step."""
-        return 1 + self._median.get((self._bucket(rows), True), DEFAULT_SLOPE) * width
+        timed = self._median.get((self._bucket(rows), width))
+        return timed if timed is not None else 1 + DEFAULT_FIXED + DEFAULT_SLOPE * width
 
 
-def best_width(base: float, gains: list[list[float]], ratio: Any) -> int:
+def best_width(base: float, gains: list[list[float]], ratio: Any) -> tuple[int, bool]:
     """The draft width (ids per row at most) that makes the most tokens per plain step's
-    time: `base` tokens a plain step writes, `gains[r][i]` row r's expected kept ids with a
-    draft of i + 1 ids, `ratio(w)` a verify step's cost in plain steps; 0 when no width beats
-    a plain step."""
-    best, width = base, 0
+    time, and whether it makes more than a plain step: `base` tokens a plain step writes,
+    `gains[r][i]` row r's expected kept ids with a draft of i + 1 ids, `ratio(w)` a verify
+    step's cost in plain steps. (0, False) when no row has a draft worth proposing."""
+    best, width = 0.0, 0
     longest = max((len(g) for g in gains), default=0)
     for w in range(1, longest + 1):
         tokens = base + sum(g[min(w, len(g)) - 1] for g in gains if g)
         if tokens / ratio(w) > best:
             best, width = tokens / ratio(w), w
-    return width
+    return width, best > base

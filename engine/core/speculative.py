@@ -126,9 +126,9 @@ class Speculator:
             return
         rows = sum(not seq.is_finished for seq in seqs)
         gains = [state.gains(n) for _, state, _, n in wanted]
-        width = best_width(rows + forced, gains, lambda w: self.costs.ratio(rows, w))
-        if width == 0 and self._skipped >= REFRESH_STEPS and any(gains):
-            width = 1  # time a verify step again now and then
+        width, pays = best_width(rows + forced, gains, lambda w: self.costs.ratio(rows, w))
+        if not pays:  # the best width still runs now and then, to be timed again
+            width = width if self._skipped >= REFRESH_STEPS else 0
         self._skipped = 0 if width else self._skipped + 1
         for seq, state, proposal, n in wanted:
             if width and n:

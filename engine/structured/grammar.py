@@ -21,7 +21,6 @@ buffer is safe because the step loop reads the sampled ids back (a sync) before 
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
 from collections.abc import Sequence
@@ -137,7 +136,7 @@ class RequestGrammar:
         as jump-forward ids, not samples."""
         matcher = self.matcher
         buf = torch.empty(len(draft), words, dtype=torch.int32)
-        tracker = copy.deepcopy(self.keys[0]) if self.keys is not None else None
+        tracker = self.keys[0].copy() if self.keys is not None else None
         n = 0
         for token in draft:
             if not matcher.accept_token(int(token)):

@@ -11,7 +11,9 @@ import pytest
 from thinkgate.engine.config import SpeculativeConfig
 from thinkgate.engine.core import speculative
 from thinkgate.engine.core.draft_policy import (
+    DEFAULT_FIXED,
     DEFAULT_SLOPE,
+    MAX_RATIO,
     MIN_CHANCE,
     RowAcceptance,
     StepCosts,
@@ -41,26 +43,32 @@ def test_a_draft_keeps_its_ids_while_their_chance_stays_high() -> None:
     assert RowAcceptance().worth([1, 2, 3]) == 1  # the prior 0.5: one id, 0.25 is too little
 
 
-def test_step_costs_by_batch_size_and_width() -> None:
+def test_step_costs_are_medians_by_batch_size_and_width() -> None:
     costs = StepCosts()
-    assert costs.ratio(1, 2) == 1 + 2 * DEFAULT_SLOPE
+    guess = costs.ratio(1, 2)
+    assert guess == 1 + DEFAULT_FIXED + 2 * DEFAULT_SLOPE
     costs.note(1, 2, 1.5)  # no plain step timed at this size yet: nothing to compare with
-    assert costs.ratio(1, 2) == 1 + 2 * DEFAULT_SLOPE
-    costs.note(1, 0, 1.0)
-    costs.note(1, 2, 1.5)  # 0.5 more for 2 positions: 0.25 each
+    assert costs.ratio(1, 2) == guess
+    for seconds in (1.0, 1.0, 9.0):  # a step slowed by another process does not count
+        costs.note(1, 0, seconds)
+    costs.note(1, 2, 1.5)
     costs.note(6, 0, 2.0)  # sizes 5-8 share a bucket
-    costs.note(8, 4, 6.0)
-    assert costs.ratio(1, 4) == 2.0 and costs.ratio(7, 1) == 1.5
-    assert costs.ratio(2, 1) == 1 + DEFAULT_SLOPE  # nothing timed at size 2
+    costs.note(8, 1, 5.0)
+    costs.note(8, 1, 100.0)  # counted as MAX_RATIO
+    assert costs.ratio(1, 2) == 1.5 and costs.ratio(7, 1) == (2.5 + MAX_RATIO) / 2
+    assert costs.ratio(1, 3) == 1 + DEFAULT_FIXED + 3 * DEFAULT_SLOPE  # width 3 not timed
+    assert costs.ratio(2, 2) == guess  # nothing timed at size 2
 
 
 def test_the_width_that_makes_the_most_tokens_per_unit_of_time() -> None:
     gains = [RowAcceptance(hits=9.0, tries=10.0).gains(4), RowAcceptance().gains(1)]
     # 2 rows: width 1 makes 2 + 0.9 + 0.5 tokens in 1.3 steps (2.62 per step), width 2 makes
     # 4.21 in 1.6 (2.63), width 3 4.94 in 1.9 (2.6), width 4 5.59 in 2.2 (2.54)
-    assert best_width(2, gains, lambda w: 1 + 0.3 * w) == 2
-    assert best_width(2, gains, lambda w: 1 + 0.8 * w) == 0  # no width beats plain steps
-    assert best_width(2, [[], []], lambda w: 1.0) == 0
+    assert best_width(2, gains, lambda w: 1 + 0.3 * w) == (2, True)
+    # the fixed part dominates: the widest draft pays most (5.59 / 2.1 = 2.66 per step)
+    assert best_width(2, gains, lambda w: 2.0 + 0.025 * w) == (4, True)
+    assert best_width(2, gains, lambda w: 1 + 0.8 * w) == (1, False)  # none beats plain
+    assert best_width(2, [[], []], lambda w: 1.0) == (0, False)
 
 
 class _Row(SimpleNamespace):
