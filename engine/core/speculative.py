@@ -3,10 +3,15 @@ each one sampled under its own grammar mask, so never an invalid one and never a
 distribution.
 
 After a step, an eligible row whose last tokens repeat an earlier n-gram (longest first, from
-`prompt_lookup_max` down to `prompt_lookup_min` tokens) gets a draft: the `k` tokens that
-followed the latest earlier occurrence (`NgramProposer`). Its next forward computes the draft
-with the row's last token (a ragged step, as jump-forward's), so the logits at every draft
-position come out of one pass. `Speculator.verify` then samples *every* position with the
+`prompt_lookup_max` down to `prompt_lookup_min` tokens) gets a proposal: the `k` tokens that
+followed the latest earlier occurrence (`NgramProposer`). Whether and how much of it runs is
+draft_policy.py's call: each row's acceptance is scored on every proposal (one that does not
+run is scored against the tokens the row writes next), a row drafts the leading ids likely to
+be kept, and the step verifies only at the draft width whose expected tokens per unit of time
+beat a plain step's, by the verify and plain steps the engine has timed. A verify step's
+forward computes the drafts with each row's last token (rows without a draft ride along with
+their one token), attending like a decode step (model/compiled_verify.py), so the logits at
+every draft position come out of one pass. `Speculator.verify` then samples *every* position with the
 row's own sampler settings, its seed and the step index the token would have without drafts,
 under the grammar mask of the state the draft leads to (`RequestGrammar.masks_along`: the
 row's matcher accepts the draft token by token, fills a mask after each, with the repeated-key

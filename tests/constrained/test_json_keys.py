@@ -52,3 +52,17 @@ def test_sampled_free_objects_have_distinct_keys(llm: Any, so: dict[str, Any]) -
     outs = llm.generate([PROMPT] * len(params), params, use_tqdm=False)
     for out in outs:
         json.loads(out.outputs[0].text, object_pairs_hook=_unique_pairs)
+
+
+def test_a_copy_feeds_ahead_and_leaves_the_tracker_as_it_was() -> None:
+    """Speculative drafts feed a copy (grammar.py's masks_along)."""
+    tracker = KeyTracker()
+    tracker.feed('{"a": 1, "b": {"c": [1, {"d')
+    before = tracker.forbidden_prefixes()
+    ahead = tracker.copy()
+    ahead.feed('": 2}], "')
+    assert ahead.forbidden_prefixes() == ('c"',)  # a key of the object "c" is in
+    assert before == () and tracker.forbidden_prefixes() == () and tracker.in_string
+    assert [frame.keys for frame in tracker.stack] == [{"a", "b"}, {"c"}, set(), set()]
+    tracker.feed('": 2}], "')  # the original, fed the same text, agrees with the copy
+    assert tracker.forbidden_prefixes() == ahead.forbidden_prefixes()
