@@ -1,32 +1,33 @@
 """When an n-gram draft pays: each row's acceptance, measured on every proposal, and a verify
 step only where the drafts' expected gain covers what the step costs more than a plain one.
 
-A row's acceptance rate is the chance that a draft token is the token the row samples there
-(so, for a deterministic draft, that it is kept). It is measured on every proposal, verified
-or not: a proposal that does not run stays as the row's *shadow*, and the tokens the row writes
-next (sampled or forced) tell how many of its ids it would have kept, since a kept draft token
-is exactly the token plain decoding gives (speculative.py). So a row that stops drafting keeps
-being scored and drafts again as soon as its text starts repeating. Counts decay
-(`DECAY` per observation), so the rate follows the text.
+A row's acceptance is the chance that a draft's first id is the token the row samples there
+(so, for a deterministic draft, that it is kept) and the chance that an id after a kept one is
+(a copied span, once its first id matches, tends to go on matching). Both are measured on every
+proposal, verified or not: a proposal that does not run stays as the row's *shadow*, and the
+tokens the row writes next (sampled or forced) tell how many of its ids it would have kept,
+since a kept draft token is exactly the token plain decoding gives (speculative.py). So a row
+that stops drafting keeps being scored and drafts again as soon as its text starts repeating.
+Counts decay (`DECAY` per observation), so the rates follow the text.
 
-Per row, a draft keeps its leading ids while the chance that all of them are accepted stays at
-least `MIN_CHANCE` (rate ** i for the i-th id), so a row that keeps little drafts nothing. Per
-step, the drafts run only when their expected kept tokens reach what the verify step costs over
-a plain step, in tokens: `(rows + forced ids) * (cost ratio - 1)`, the cost ratio being the
-engine's measured seconds per verify step over seconds per plain step at that batch size
-(`StepCosts`); otherwise every draft becomes a shadow and the step is a plain one.
+Per row, a draft keeps its leading ids while the chance that all of them are kept stays at
+least `MIN_CHANCE`, so a row that keeps little drafts nothing. Per step, the drafts run at the
+width (ids per row at most) whose expected tokens per unit of time are the most, if that beats
+a plain step: a verify step's cost in plain steps is the engine's own timing of both at that
+batch size and width (`StepCosts`); otherwise every draft becomes a shadow and the step is a
+plain one.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 DECAY = 0.85  # weight of an older observation, per newer one
 MIN_CHANCE = 0.3  # a draft id is proposed while the chance that it is kept is at least this
-PRIOR_HITS, PRIOR_TRIES = 1.0, 2.0  # a new row's rate: 0.5
+PRIOR_FIRST = (1.0, 2.0)  # a new row's chances: 0.5 for a draft's first id, 0.75 for the next
+PRIOR_NEXT = (3.0, 4.0)
 DEFAULT_FIXED, DEFAULT_SLOPE = 0.1, 0.05  # a verify step's cost guessed before it is timed
 MAX_RATIO = 4.0  # a slower verify step is counted as this (a busy machine, a first call)
 WINDOW = 16  # steps timed per median
@@ -34,23 +35,37 @@ WINDOW = 16  # steps timed per median
 
 @dataclass
 class RowAcceptance:
-    """One row's decayed counts of draft ids compared (`tries`) and kept (`hits`), and its
-    last proposal that did not run (`shadow`, proposed when the row had `shadow_at` tokens)."""
+    """One row's decayed counts of draft ids compared and kept, at a draft's first position
+    (`first_*`) and after a kept id (`next_*`: a copied span, once its first id matches, tends
+    to go on matching), and its last proposal that did not run (`shadow`, proposed when the
+    row had `shadow_at` tokens)."""
 
-    hits: float = PRIOR_HITS
-    tries: float = PRIOR_TRIES
+    first_hits: float = PRIOR_FIRST[0]
+    first_tries: float = PRIOR_FIRST[1]
+    next_hits: float = PRIOR_NEXT[0]
+    next_tries: float = PRIOR_NEXT[1]
     shadow: list[int] = field(default_factory=list)
     shadow_at: int = 0
 
     @property
     def rate(self) -> float:
-        return self.hits / self.tries
+        """The chance that a draft's first id is kept."""
+        return self.first_hits / self.first_tries
+
+    @property
+    def next_rate(self) -> float:
+        """The chance that an id after a kept one is kept."""
+        return self.next_hits / self.next_tries
 
     def note(self, hits: int, tries: int) -> None:
         """`tries` draft ids compared, the first `hits` of them kept."""
         if tries:
-            self.hits = self.hits * DECAY ** tries + hits
-            self.tries = self.tries * DECAY ** tries + tries
+            self.first_hits = self.first_hits * DECAY + (hits > 0)
+            self.first_tries = self.first_tries * DECAY + 1
+        if hits and tries > 1:  # the ids after the first, compared once it was kept
+            after = tries - 1
+            self.next_hits = self.next_hits * DECAY ** after + max(hits - 1, 0)
+            self.next_tries = self.next_tries * DECAY ** after + after
 
     def settle(self, token_ids: list[int]) -> None:
         """Score the shadow against the tokens written after it (if any came)."""
@@ -63,24 +78,25 @@ class RowAcceptance:
         self.note(kept, kept + (kept < len(got)))
         self.shadow = []
 
+    def gains(self, n: int) -> list[float]:
+        """Expected kept ids of a 1-, 2-, ..., n-id draft."""
+        chance, total, out = self.rate, 0.0, []
+        for _ in range(n):
+            total += chance
+            out.append(total)
+            chance *= self.next_rate
+        return out
+
     def worth(self, proposal: list[int]) -> int:
-        """How many leading ids of `proposal` to draft."""
-        rate, chance, n = self.rate, 1.0, 0
+        """How many leading ids of `proposal` to draft: while the chance that all of them are
+        kept is at least `MIN_CHANCE`."""
+        chance, n = self.rate, 0
         for _ in proposal:
-            chance *= rate
             if chance < MIN_CHANCE:
                 break
             n += 1
+            chance *= self.next_rate
         return n
-
-    def gains(self, n: int) -> list[float]:
-        """Expected kept ids of a 1-, 2-, ..., n-id draft."""
-        rate, chance, total, out = self.rate, 1.0, 0.0, []
-        for _ in range(n):
-            chance *= rate
-            total += chance
-            out.append(total)
-        return out
 
 
 class StepCosts:
@@ -110,7 +126,8 @@ class StepCosts:
             sample = min(seconds / plain, MAX_RATIO)
         window = self.samples.setdefault((bucket, width), deque(maxlen=WINDOW))
         window.append(sample)
-        self._median[bucket, width] = statistics.median(window)
+        ordered = sorted(window)
+        self._median[bucket, width] = ordered[len(ordered) // 2]  # (the upper median)
 
     def ratio(self, rows: int, width: int) -> float:
         """A verify step of this width over a plain step."""

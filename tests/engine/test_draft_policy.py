@@ -23,24 +23,28 @@ from thinkgate.engine.core.speculative import Speculator
 
 
 def test_a_shadow_is_scored_by_the_tokens_written_after_it() -> None:
-    row = RowAcceptance(hits=0.0, tries=0.0)
+    row = RowAcceptance(0.0, 0.0, 0.0, 0.0)
     row.shadow, row.shadow_at = [7, 8, 9], 3
     row.settle([1, 2, 3])  # nothing written after it yet: kept for later
-    assert row.shadow == [7, 8, 9] and row.tries == 0
+    assert row.shadow == [7, 8, 9] and row.first_tries == 0
     row.settle([1, 2, 3, 7, 8, 5])  # two kept, the third differs
-    assert (row.hits, row.tries) == (2, 3) and row.shadow == []
+    assert row.shadow == [] and (row.first_hits, row.first_tries) == (1, 1)
+    assert (row.next_hits, row.next_tries) == (1, 2)
     row.shadow, row.shadow_at = [4, 4], 6
-    row.settle([1, 2, 3, 7, 8, 5, 4])  # one token came: one kept, one compared
-    assert row.rate == pytest.approx((2 * 0.85 + 1) / (3 * 0.85 + 1))
+    row.settle([1, 2, 3, 7, 8, 5, 6])  # the first id differs: nothing learnt about the next
+    assert row.rate == pytest.approx(0.85 / 1.85) and row.next_tries == 2
 
 
 def test_a_draft_keeps_its_ids_while_their_chance_stays_high() -> None:
-    sure = RowAcceptance(hits=9.0, tries=10.0)  # 0.9: 0.9, 0.81, 0.73, 0.66 ... >= 0.3
+    sure = RowAcceptance(9.0, 10.0, 9.0, 10.0)  # 0.9, 0.81, 0.73, 0.66 ... >= 0.3
     assert sure.worth([1] * 16) == 11  # 0.9 ** 11 = 0.31, 0.9 ** 12 = 0.28
     assert sure.gains(3) == pytest.approx([0.9, 0.9 + 0.81, 0.9 + 0.81 + 0.729])
-    poor = RowAcceptance(hits=1.0, tries=5.0)  # 0.2 < MIN_CHANCE
+    span = RowAcceptance(1.0, 2.0, 9.0, 10.0)  # a span: 0.5 to start, then 0.9 on
+    assert span.worth([1] * 8) == 5 and  # 0.5 * 0.9 ** 4 = 0.33, ** 5 = 0.295
+    assert span.gains(2) == pytest.approx([0.5, 0.95])
+    poor = RowAcceptance(1.0, 5.0, 9.0, 10.0)  # 0.2 < MIN_CHANCE at the first id
     assert poor.rate < MIN_CHANCE and poor.worth([1, 2, 3]) == 0
-    assert RowAcceptance().worth([1, 2, 3]) == 1  # the prior 0.5: one id, 0.25 is too little
+    assert RowAcceptance().worth([1, 2, 3]) == 2  # the priors: 0.5, then 0.375, then 0.28
 
 
 def test_step_costs_are_medians_by_batch_size_and_width() -> None:
@@ -55,13 +59,16 @@ def test_step_costs_are_medians_by_batch_size_and_width() -> None:
     costs.note(6, 0, 2.0)  # sizes 5-8 share a bucket
     costs.note(8, 1, 5.0)
     costs.note(8, 1, 100.0)  # counted as MAX_RATIO
-    assert costs.ratio(1, 2) == 1.5 and costs.ratio(7, 1) == (2.5 + MAX_RATIO) / 2
+    costs.note(8, 1, 4.0)
+    assert costs.ratio(1, 2) == 1.5 and costs.ratio(7, 1) == 2.5
+    costs.note(8, 1, 100.0)  # of 2.5, 2.0, 4.0, 4.0: the upper median
+    assert costs.ratio(7, 1) == MAX_RATIO
     assert costs.ratio(1, 3) == 1 + DEFAULT_FIXED + 3 * DEFAULT_SLOPE  # width 3 not timed
     assert costs.ratio(2, 2) == guess  # nothing timed at size 2
 
 
 def test_the_width_that_makes_the_most_tokens_per_unit_of_time() -> None:
-    gains = [RowAcceptance(hits=9.0, tries=10.0).gains(4), RowAcceptance().gains(1)]
+    gains = [RowAcceptance(9.0, 10.0, 9.0, 10.0).gains(4), RowAcceptance().gains(1)]
     # 2 rows: width 1 makes 2 + 0.9 + 0.5 tokens in 1.3 steps (2.62 per step), width 2 makes
     # 4.21 in 1.6 (2.63), width 3 4.94 in 1.9 (2.6), width 4 5.59 in 2.2 (2.54)
     assert best_width(2, gains, lambda w: 1 + 0.3 * w) == (2, True)
@@ -81,7 +88,7 @@ def _seq(tokens: list[int], rate: float) -> Any:
     return _Row(token_ids=tokens, is_finished=False, forced_ids=[], draft_ids=[],
                 has_logits_processors=False, trace=None, reasoning_state=None,
                 structured_state=None, max_total_tokens=100, ngram_index=({}, 0),
-                draft_state=RowAcceptance(hits=rate * 10, tries=10.0))
+                draft_state=RowAcceptance(rate * 10, 10.0, rate * 10, 10.0))
 
 
 def _speculator(slope: float) -> Speculator:
@@ -101,7 +108,8 @@ def test_rows_draft_by_their_rate_and_the_rest_stay_shadows() -> None:
     assert poor.draft_state.shadow == [7, 8, 9, 5] and poor.draft_state.shadow_at == 7
     poor.token_ids.extend([7, 8])  # the row wrote its shadow's first ids after all
     spec.propose([poor])
-    assert poor.draft_state.rate > 0.2  # scored: 1 + 2 of 10 + 2 (decayed)
+    assert poor.draft_state.rate == pytest.approx(1.85 / 9.5)  # scored: its first id kept
+    assert poor.draft_state.next_rate == pytest.approx(1.85 / 9.5)  # and the one after it
 
 
 def test_a_step_verifies_only_when_the_expected_gain_covers_its_cost(monkeypatch: Any) -> None:
