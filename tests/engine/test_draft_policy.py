@@ -40,7 +40,7 @@ def test_a_draft_keeps_its_ids_while_their_chance_stays_high() -> None:
     assert sure.worth([1] * 16) == 11  # 0.9 ** 11 = 0.31, 0.9 ** 12 = 0.28
     assert sure.gains(3) == pytest.approx([0.9, 0.9 + 0.81, 0.9 + 0.81 + 0.729])
     span = RowAcceptance(1.0, 2.0, 9.0, 10.0)  # a span: 0.5 to start, then 0.9 on
-    assert span.worth([1] * 8) == 5 and  # 0.5 * 0.9 ** 4 = 0.33, ** 5 = 0.295
+    assert span.worth([1] * 8) == 5  # 0.5 * 0.9 ** 4 = 0.33, ** 5 = 0.295
     assert span.gains(2) == pytest.approx([0.5, 0.95])
     poor = RowAcceptance(1.0, 5.0, 9.0, 10.0)  # 0.2 < MIN_CHANCE at the first id
     assert poor.rate < MIN_CHANCE and poor.worth([1, 2, 3]) == 0
