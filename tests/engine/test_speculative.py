@@ -24,9 +24,16 @@ REPEATING = [
 ]
 
 
+def _always_draft(llm: LLM) -> LLM:
+    """Verify steps priced as plain ones: every draft worth proposing runs, whatever this
+    machine's step timings (draft_policy.py; its choices are tested in test_draft_policy.py)."""
+    llm.llm_engine.speculator.costs.ratio = lambda rows, width: 1.0
+    return llm
+
+
 @pytest.fixture(scope="module")
 def spec(demo_dir: str) -> LLM:
-    return LLM(model=demo_dir, max_num_seqs=64, speculative_config=SPEC)
+    return _always_draft(LLM(model=demo_dir, max_num_seqs=64, speculative_config=SPEC))
 
 
 def _accepted(llm: LLM) -> int:
@@ -221,9 +228,9 @@ def test_forced_tool_calls_draft_from_the_question_and_read_as_plain_decodings(
 def test_drafts_on_the_paged_layout_through_preemption(llm: LLM, demo_dir: str) -> None:
     """Paged KV blocks for the draft positions, a pool so small that rows are preempted (and
     their drafts dropped) and recomputed: every row still reads as plain decoding."""
-    small = LLM(model=demo_dir, max_num_seqs=8, kv_layout="paged", num_kv_blocks=12,
-                max_model_len=128, enable_prefix_caching=False,
-                speculative_config=SPEC)
+    small = _always_draft(LLM(model=demo_dir, max_num_seqs=8, kv_layout="paged",
+                              num_kv_blocks=12, max_model_len=128,
+                              enable_prefix_caching=False, speculative_config=SPEC))
     params = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True)
     _same(llm, small, [f"{i} {p}" for i, p in enumerate(REPEATING * 2)], params)
     stats = small.llm_engine.stats()
