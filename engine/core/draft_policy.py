@@ -100,38 +100,39 @@ class RowAcceptance:
 
 
 class StepCosts:
-    """What a verify step costs over a plain step, per batch size (powers of two) and draft
-    width (the widest row's draft ids): a verify step pays a fixed part (its ragged inputs,
+    """What a verify step costs over a plain step, per batch size (powers of two), whether a
+    row of the batch is under a grammar (its draft positions' masks cost more than the rest of
+    the step) and draft width (the widest row's draft ids): a verify step pays a fixed part (its ragged inputs,
     the draft positions' masks and samples, a wider forward) and a part per position. Each
     figure is the median of the last `WINDOW` steps timed, which a step slowed by another
     process on the machine does not move; a width not timed yet at a size is guessed
     (`DEFAULT_FIXED`, `DEFAULT_SLOPE`), so that it gets tried and timed."""
 
     def __init__(self) -> None:
-        self.samples: dict[tuple[int, int], deque[float]] = {}
-        self._median: dict[tuple[int, int], float] = {}
+        self.samples: dict[tuple[int, bool, int], deque[float]] = {}
+        self._median: dict[tuple[int, bool, int], float] = {}
 
     @staticmethod
     def _bucket(rows: int) -> int:
         return 1 << max(rows - 1, 0).bit_length()
 
-    def note(self, rows: int, width: int, seconds: float) -> None:
+    def note(self, rows: int, width: int, seconds: float, constrained: bool = False) -> None:
         """A decode step of `rows` rows whose widest draft had `width` ids (0: a plain step)."""
-        bucket = self._bucket(rows)
+        bucket = self._bucket(rows), constrained
         sample = seconds
         if width:
-            plain = self._median.get((bucket, 0))
+            plain = self._median.get((*bucket, 0))
             if plain is None:
                 return
             sample = min(seconds / plain, MAX_RATIO)
-        window = self.samples.setdefault((bucket, width), deque(maxlen=WINDOW))
+        window = self.samples.setdefault((*bucket, width), deque(maxlen=WINDOW))
         window.append(sample)
         ordered = sorted(window)
-        self._median[bucket, width] = ordered[len(ordered) // 2]  # (the upper median)
+        self._median[(*bucket, width)] = ordered[len(ordered) // 2]  # (the upper median)
 
-    def ratio(self, rows: int, width: int) -> float:
+    def ratio(self, rows: int, width: int, constrained: bool = False) -> float:
         """A verify step of this width over a plain step."""
-        timed = self._median.get((self._bucket(rows), width))
+        timed = self._median.get((self._bucket(rows), constrained, width))
         return timed if timed is not None else 1 + DEFAULT_FIXED + DEFAULT_SLOPE * width
 
 

@@ -101,6 +101,7 @@ class Speculator:
         self.num_accepted_tokens = 0
         self.costs = StepCosts()
         self._skipped = 0  # steps in a row whose drafts did not run although they might gain
+        self._constrained = False  # whether a row of the next step is under a grammar
 
     def stats(self) -> dict[str, int]:
         return {"spec_decode_num_drafts": self.num_drafts,
@@ -114,6 +115,9 @@ class Speculator:
         the rest stay as shadows."""
         wanted: list[tuple[Sequence, RowAcceptance, list[int], int]] = []
         forced = 0
+        self._constrained = any(  # the next step's costs are timed and weighed apart
+            seq.structured_state is not None and seq.structured_state.constrained
+            and not seq.is_finished for seq in seqs)
         for seq in seqs:
             seq.draft_ids = []
             forced += len(seq.forced_ids)
@@ -131,7 +135,9 @@ class Speculator:
             return
         rows = sum(not seq.is_finished for seq in seqs)
         gains = [state.gains(n) for _, state, _, n in wanted]
-        width, pays = best_width(rows + forced, gains, lambda w: self.costs.ratio(rows, w))
+        constrained = self._constrained
+        width, pays = best_width(rows + forced, gains,
+                                 lambda w: self.costs.ratio(rows, w, constrained))
         if not pays:  # the best width still runs now and then, to be timed again
             width = width if self._skipped >= REFRESH_STEPS else 0
         self._skipped = 0 if width else self._skipped + 1
@@ -144,7 +150,7 @@ class Speculator:
     def note_step(self, rows: int, width: int, seconds: float) -> None:
         """A decode step's time and its widest draft (0: none), for the costs the next
         proposals weigh against."""
-        self.costs.note(rows, width, seconds)
+        self.costs.note(rows, width, seconds, self._constrained)
 
     # ---- after the forward: sample every draft position ----
     def verify(self, logits: torch.Tensor, draft_logits: dict[int, torch.Tensor],

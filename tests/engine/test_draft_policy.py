@@ -65,6 +65,10 @@ def test_step_costs_are_medians_by_batch_size_and_width() -> None:
     assert costs.ratio(7, 1) == MAX_RATIO
     assert costs.ratio(1, 3) == 1 + DEFAULT_FIXED + 3 * DEFAULT_SLOPE  # width 3 not timed
     assert costs.ratio(2, 2) == guess  # nothing timed at size 2
+    assert costs.ratio(1, 2, constrained=True) == guess  # grammar batches are timed apart
+    costs.note(1, 0, 2.0, constrained=True)
+    costs.note(1, 2, 5.0, constrained=True)
+    assert costs.ratio(1, 2, constrained=True) == 2.5 and costs.ratio(1, 2) == 1.5
 
 
 def test_the_width_that_makes_the_most_tokens_per_unit_of_time() -> None:
@@ -93,7 +97,8 @@ def _seq(tokens: list[int], rate: float) -> Any:
 
 def _speculator(slope: float) -> Speculator:
     spec = Speculator(SpeculativeConfig("ngram", 4, 3, 2), vocab_size=64)
-    spec.costs.ratio = lambda rows, width: 1 + slope * width  # type: ignore[method-assign]
+    spec.costs.ratio = (  # type: ignore[method-assign]
+        lambda rows, width, constrained=False: 1 + slope * width)
     return spec
 
 

@@ -56,7 +56,8 @@ def test_drafted_steps_run_the_compiled_verify_graph(demo_dir: str) -> None:
     runner: Any = spec.llm_engine.runner
     assert runner.compiled_verify is not None and runner.compiled_verify.ready
     assert plain.llm_engine.runner.compiled_verify is None  # only with a speculative config
-    spec.llm_engine.speculator.costs.ratio = lambda rows, width: 1.0  # always worth a draft
+    spec.llm_engine.speculator.costs.ratio = (  # always worth a draft
+        lambda rows, width, constrained=False: 1.0)
     prompts = ["1 2 3 4 5 6 7 8 9 10 1 2 3 4 5 6 7 8 9 10 1 2 3",
                "alpha beta gamma delta alpha beta gamma delta alpha beta"]
     params = SamplingParams(temperature=0, max_tokens=40, ignore_eos=True)

@@ -27,7 +27,7 @@ REPEATING = [
 def _always_draft(llm: LLM) -> LLM:
     """Verify steps priced as plain ones: every draft worth proposing runs, whatever this
     machine's step timings (draft_policy.py; its choices are tested in test_draft_policy.py)."""
-    llm.llm_engine.speculator.costs.ratio = lambda rows, width: 1.0
+    llm.llm_engine.speculator.costs.ratio = lambda rows, width, constrained=False: 1.0
     return llm
 
 
