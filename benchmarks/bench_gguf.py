@@ -89,7 +89,7 @@ def _llama_server(binary: str, path: str, tokens: int, threads: int, slots: int)
             return sum(pool.map(one, prompts))
 
     def cpu_time() -> float:
-        fields = open(f"/proc/{proc.pid}/stat").read().rsplit(")", 1)[1].split()
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     generate.cpu_time = cpu_time  # type: ignore[attr-defined]

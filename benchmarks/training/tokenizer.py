@@ -14,9 +14,6 @@ from pathlib import Path
 
 from thinkgate.benchmarks.training.chats import make_chat
 
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-ADDED = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>",
-         "</tool_response>"]
 VOCAB_SIZE = 4096  # BPE tokens (bytes, merges, special); the added markers come on top
 PRETOKENIZE = r"'(?:s|t|re|ve|m|ll|d)|\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+|\s+"
 STDLIB_CHARS = 2_000_000
@@ -42,25 +39,11 @@ def corpus(seed: int, num_chats: int = 6000) -> list[str]:
 
 def train_tokenizer(seed: int, chat_template: str):
     """A transformers fast tokenizer: BPE on `corpus(seed)`, Qwen's special and added tokens."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from thinkgate.engine.demo.build import bpe_tokenizer
+    from tokenizers import Regex, pre_tokenizers
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
+    pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(PRETOKENIZE), behavior="isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
     ])
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE, special_tokens=SPECIAL, show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tok.train_from_iterator(corpus(seed), trainer=trainer)
-    tok.add_tokens(ADDED)
-    hf = PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-        additional_special_tokens=["<|im_start|>", "<|im_end|>"],
-    )
-    hf.chat_template = chat_template
-    hf.model_max_length = 2048
-    return hf
+    return bpe_tokenizer(pre_tokenizer, corpus(seed), VOCAB_SIZE, chat_template)

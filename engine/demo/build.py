@@ -15,6 +15,7 @@ import random
 import sysconfig
 import time
 from pathlib import Path
+from typing import Any
 
 from thinkgate.engine.demo import DEMO_MODEL_DIR
 from thinkgate.engine.demo.data import Example, make_example
@@ -50,23 +51,33 @@ def _corpus(num_chats: int, seed: int) -> list[str]:
 
 def train_tokenizer(seed: int):
     """Byte-level BPE with Qwen's special and added tokens, wrapped for transformers."""
+    from tokenizers import pre_tokenizers
+
+    return bpe_tokenizer(pre_tokenizers.ByteLevel(add_prefix_space=False),
+                         _corpus(4000, seed), BPE_VOCAB, CHAT_TEMPLATE)
+
+
+def bpe_tokenizer(pre_tokenizer: Any, texts: list[str], vocab_size: int, chat_template: str):
+    """A byte-level BPE trained on `texts` behind `pre_tokenizer`, with Qwen's special (`SPECIAL`)
+    and added (`ADDED`) tokens, as a transformers fast tokenizer (also the training scripts'
+    tokenizer: benchmarks/training/tokenizer.py)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.pre_tokenizer = pre_tokenizer
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=BPE_VOCAB, special_tokens=SPECIAL, show_progress=False,
+        vocab_size=vocab_size, special_tokens=SPECIAL, show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    tok.train_from_iterator(_corpus(4000, seed), trainer=trainer)
+    tok.train_from_iterator(texts, trainer=trainer)
     tok.add_tokens(ADDED)
     hf = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
         additional_special_tokens=["<|im_start|>", "<|im_end|>"],
     )
-    hf.chat_template = CHAT_TEMPLATE
+    hf.chat_template = chat_template
     hf.model_max_length = 2048
     return hf
 
