@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -108,12 +110,19 @@ def start_engine(ns: argparse.Namespace) -> Any:
 
 def build_state(ns: argparse.Namespace, engine: Any | None = None) -> ServerState:
     """Engine + chat layer + HTTP config for a parsed `serve`/`run-batch` command line."""
-    from thinkgate.api.chat import ChatLayer
     from thinkgate.parsers import get_parser
 
     load_plugins(ns)
     get_parser(ns.tool_call_parser, ns.reasoning_parser)  # unknown names fail before the load
+    # The chat layer's imports (transformers, xgrammar: seconds) run on a thread while the
+    # engine core process starts and loads the model, instead of before it.
+    importing = threading.Thread(target=importlib.import_module, args=("thinkgate.api.chat",),
+                                 name="import-chat-layer", daemon=True)
+    importing.start()
     engine = engine if engine is not None else start_engine(ns)
+    importing.join()
+    from thinkgate.api.chat import ChatLayer
+
     config = server_config(ns)
     metrics = ServerMetrics(config.served_model_names[0])
     chat = ChatLayer(engine.tokenizer, **chat_kwargs(ns), max_prompt_tokens=engine.max_model_len)

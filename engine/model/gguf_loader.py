@@ -29,6 +29,7 @@ from thinkgate.engine.model.llama import (
     ArchConfig,
     LlamaFamilyForCausalLM,
     hf_name_to_ours,
+    materialize,
     rope_inv_freq,
 )
 from torch import nn
@@ -169,7 +170,7 @@ def load_gguf_model(path: Path, reader: Any, arch: ArchConfig, dtype: torch.dtyp
     embed = _EMBED if pack and _packs_embedding(tensors, backend) else None
     if embed:
         net.embed = nn.Identity()
-    net = net.to_empty(device=device).to(dtype)
+    net = materialize(net, device, dtype)
     net.inv_freq = rope_inv_freq(arch).float().to(device)  # buffers are not in checkpoints
     for module, names in quantized.items():
         parent, child = module.rsplit(".", 1)

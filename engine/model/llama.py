@@ -105,9 +105,11 @@ class ArchConfig:
 
 
 def rope_inv_freq(cfg: ArchConfig) -> torch.Tensor:
-    """Inverse frequencies (head_dim/2,), with Llama 3.1's or linear scaling when configured."""
+    """Inverse frequencies (head_dim/2,) on the CPU, with Llama 3.1's or linear scaling when
+    configured."""
     dim = cfg.head_dim
-    inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    steps = torch.arange(0, dim, 2, dtype=torch.float64, device="cpu")  # also inside a meta build
+    inv_freq = 1.0 / (cfg.rope_theta ** (steps / dim))
     scaling = cfg.rope_scaling or {}
     kind = scaling.get("rope_type", scaling.get("type", "default"))
     if kind in (None, "default"):
@@ -180,13 +182,26 @@ class DecoderLayer(nn.Module):
         return x + self.down(F.silu(gate) * up)
 
 
+def materialize(net: nn.Module, device: str | torch.device, dtype: torch.dtype) -> nn.Module:
+    """`net.to_empty(device).to(dtype)` for a model built on the meta device, in one pass and
+    without torch's meta `empty_like` (its shape logic imports sympy: ~0.7 s of start-up):
+    every tensor allocated uninitialised, floating ones in `dtype`."""
+    return net._apply(lambda t: torch.empty(
+        t.shape, dtype=dtype if t.is_floating_point() else t.dtype, device=device))
+
+
 class LlamaFamilyForCausalLM(nn.Module):
-    """Embedding → decoder layers over the paged KV cache → final norm → lm_head."""
+    """Embedding → decoder layers over the paged KV cache → final norm → lm_head.
+
+    The loaders build it on the meta device and then load every weight, so nothing here draws
+    random initial values (the embedding gets an empty table: `normal_` on meta tensors would
+    import torch._dynamo, ~1.5 s of every engine's start-up)."""
 
     def __init__(self, cfg: ArchConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.embed = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.hidden_size,
+                                  _weight=torch.empty(cfg.vocab_size, cfg.hidden_size))
         self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_layers))
         self.norm = nn.Parameter(torch.ones(cfg.hidden_size))
         self.lm_head = (

@@ -23,6 +23,7 @@ from thinkgate.engine.model.llama import (
     ARCHITECTURES,
     ArchConfig,
     LlamaFamilyForCausalLM,
+    materialize,
     rope_inv_freq,
 )
 from torch import nn
@@ -132,7 +133,7 @@ def _load_native(
 ) -> LoadedModel:
     with torch.device("meta"):
         net = LlamaFamilyForCausalLM(arch)
-    net = net.to_empty(device=device).to(dtype)
+    net = materialize(net, device, dtype)
     net.inv_freq = rope_inv_freq(arch).float().to(device)  # buffers are not in checkpoints
     net.load_weights(tensors)
     net.init_rope_cache(arch.max_position_embeddings)

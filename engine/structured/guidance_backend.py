@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -76,6 +77,8 @@ class GuidanceGrammar(NamedTuple):
     bound_digits: bool
     raw_names: frozenset[str] = frozenset()
 
+
+_SPECIAL_TOKEN = re.compile(rb"\xff\[(\d+)\]")  # a special token in llguidance's forced bytes
 
 class GuidanceMatcher:
     """One request's llguidance matcher behind the xgrammar-named surface (module docstring)."""
@@ -141,7 +144,13 @@ class GuidanceMatcher:
             self.backend.limit_digits(row, self.digits.room)
 
     def find_jump_forward_string(self) -> str:
-        return self.m.compute_ff_bytes().decode("utf-8", "ignore")
+        """The text the grammar forces next; a forced special token (llguidance's bytes for
+        it: 0xFF, then `[id]`) as the token's text, which `accept_string` takes back as it."""
+        forced = self.m.compute_ff_bytes()
+        if b"\xff" in forced:  # never a byte of UTF-8 text
+            forced = _SPECIAL_TOKEN.sub(
+                lambda m: self.backend.text(int(m.group(1))).encode(), forced)
+        return forced.decode("utf-8", "ignore")
 
     def find_jump_forward_tokens(self) -> list[int]:
         return list(self.m.compute_ff_tokens())

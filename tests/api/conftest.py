@@ -53,7 +53,11 @@ class ServerProcess:
                 cmd += ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes"]
         self.log_path = log_path
         self._log = open(log_path, "w")
-        env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
+        # The server runs as a CPU user's does, on the kernels' torch twins, even under `make
+        # test`'s TRITON_INTERPRET=1: interpreted Triton costs ~12 ms a sampling step there. The
+        # Triton kernels are checked against the twins in tests/kernels, and in-process
+        # decoding through them in tests/engine/test_generate.py and tests/constrained.
+        env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONUNBUFFERED": "1", **(env or {})}
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env,
                                      start_new_session=True)
         self._wait_ready(startup_timeout_s)

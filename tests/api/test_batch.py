@@ -45,7 +45,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     extra = ["--model", model, "--served-model-name", MODEL] if model else []
     cmd = [*_thinkgate(), "run-batch", *args, "--no-progress", *extra]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "TRITON_INTERPRET": "1"})
+                         env={**os.environ, "TRITON_INTERPRET": "0"})  # as tests/api/conftest.py
     assert out.returncode == 0, out.stdout + out.stderr
     return out
 

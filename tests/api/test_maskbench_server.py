@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import pytest
 from thinkgate.benchmarks.bench_maskbench import load_cases
 
 MODEL = "thinkgate-demo"
@@ -40,13 +39,6 @@ def _schemas() -> list[tuple[str, Any]]:
 
 SCHEMAS = _schemas()
 
-
-@pytest.fixture(scope="module")
-def server(server_factory: Any) -> Any:
-    """The server as a CPU user runs it: the CPU sampler, not the Triton kernels under the
-    interpreter (~12 ms a masked step there: 27 s for this test against 1.4 s; the kernels
-    have their own tests)."""
-    return server_factory(env={"TRITON_INTERPRET": "0"})
 
 
 def _ask(client: Any, schema: Any) -> Any:

@@ -39,10 +39,8 @@ def moe_server(server_factory: Any, tmp_path_factory: pytest.TempPathFactory) ->
     for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
                  "generation_config.json"):
         shutil.copy(demo / name, folder / name)
-    # the CPU path as users run it (the MoE kernel's interpreted Triton path: tests/kernels)
     return server_factory("--model", str(folder), "--served-model-name", "moe",
-                          "--tool-call-parser", "hermes", "--enable-auto-tool-choice",
-                          env={"TRITON_INTERPRET": "0"})
+                          "--tool-call-parser", "hermes", "--enable-auto-tool-choice")
 
 
 def test_moe_model_writes_forced_tool_calls(moe_server: Any) -> None:

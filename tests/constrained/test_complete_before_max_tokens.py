@@ -303,3 +303,33 @@ def test_tool_call_completed_before_max_tokens(llm: Any, max_tokens: int) -> Non
         for call in calls:
             schema = TOOLS[call["function"]["name"]]["function"]["parameters"]
             jsonschema.validate(json.loads(call["function"]["arguments"]), schema)
+
+
+def test_a_plan_from_the_start_of_a_tool_call_grammar_writes_its_special_tokens(
+        tokenizer: Any) -> None:
+    """The tool-call markers are special tokens of the demo vocabulary (`<tool_call>`):
+    llguidance forces them as token references, and the completion search must still find an
+    ending from the grammar's start (it gave up there, and a call cut by max_tokens stayed cut)."""
+    from thinkgate.engine.demo.data import TOOLS
+    from thinkgate.engine.structured.grammar import Grammar
+    from thinkgate.engine.structured.tool_constraints import chat_constraint
+
+    tools = [TOOLS["get_weather"], TOOLS["get_time"]]
+    g = Grammar(tokenizer, -(-len(tokenizer) // 64) * 64, [tokenizer.eos_token_id],
+                max_num_seqs=1)
+    row = g.new_request(chat_constraint("hermes", tools, "required", None))
+    assert row.backend == "guidance"
+    marker = "<tool_call>"
+    assert row.matcher.find_jump_forward_string().startswith(marker)
+    text = shortest_completion(row.matcher)
+    assert text is not None and text.startswith(marker), text
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    assert ids[0] == tokenizer.convert_tokens_to_ids(marker)
+    planner = CompletionPlanner(lambda t: tokenizer.encode(t, add_special_tokens=False),
+                                lambda i: tokenizer.decode([i]), stop_id=tokenizer.eos_token_id)
+    planner.start(row.matcher)
+    assert not planner.gave_up and planner.plan == ids
+    for token in ids:  # the plan is the grammar's whole output
+        assert row.matcher.accept_token(token)
+    assert row.matcher.is_completed()
+    g.close()
