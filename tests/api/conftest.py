@@ -115,9 +115,20 @@ def server_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         srv.stop()
 
 
+@pytest.fixture(scope="session")
+def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One `thinkgate serve` with the default flags for every module that takes `server` as
+    it is (a start costs seconds); a module that needs other flags, or stops or breaks its
+    server, overrides `server` with `server_factory`."""
+    srv = start_server(tmp_path_factory)
+    yield srv
+    srv.stop()
+
+
 @pytest.fixture(scope="module")
-def server(server_factory: Any) -> ServerProcess:
-    return server_factory()
+def server(shared_server: ServerProcess) -> ServerProcess:
+    assert shared_server.alive(), f"the shared server died:\n{shared_server.log()}"
+    return shared_server
 
 
 @pytest.fixture(scope="module")

@@ -62,9 +62,10 @@ def test_slow_compile_parks_only_its_request(llm: Any) -> None:
                                                        ignore_eos=True))
     for _ in range(3):
         engine.step()
-    t = time.perf_counter()
+    added = t = time.perf_counter()
     engine.add_request("slow", PROMPT, _params(synthetic_schema(1, 300)))
     assert time.perf_counter() - t < 0.1  # the add did not wait for the compile
+    compiled_after = 0.0
     assert "slow" in engine.compiling and "slow" not in engine.requests
     steps: list[float] = []
     plain_tokens_while_compiling = 0
@@ -74,6 +75,8 @@ def test_slow_compile_parks_only_its_request(llm: Any) -> None:
         t = time.perf_counter()
         outputs = engine.step()
         steps.append(time.perf_counter() - t)
+        if compiling and "slow" not in engine.compiling:
+            compiled_after = time.perf_counter() - added
         assert engine.take_rejected() == []
         for out in outputs:
             if out.request_id == "plain" and compiling:
@@ -81,7 +84,9 @@ def test_slow_compile_parks_only_its_request(llm: Any) -> None:
             if out.finished:
                 finished[out.request_id] = out
     assert plain_tokens_while_compiling >= 10, plain_tokens_while_compiling
-    assert max(steps) < 0.25, max(steps)  # no step waited for the compile
+    # No step waited for the compile: one that did would take about the compile's time (~1 s
+    # quiet; several under load, when any step may also wait for a core)
+    assert max(steps) < max(0.25, compiled_after / 3), (max(steps), compiled_after)
     assert set(finished) == {"plain", "slow"}
     slow = finished["slow"].outputs[0]
     assert slow.token_ids and slow.text.startswith("{")
