@@ -21,8 +21,9 @@ SCHEMA = {"type": "object", "properties": {"items": {
 
 
 @pytest.fixture(scope="module")
-def servers(server_factory: Any) -> tuple[Any, Any]:
-    return server_factory(), server_factory("--speculative-config", json.dumps(SPEC))
+def servers(server: Any, server_factory: Any) -> tuple[Any, Any]:
+    """The shared default server, and one with drafts."""
+    return server, server_factory("--speculative-config", json.dumps(SPEC))
 
 
 def _chat(server: Any, **body: Any) -> Any:
