@@ -69,12 +69,13 @@ def _dsml(begins: tuple[str, ...], ends: tuple[str, ...], space: str = "",
                             call_close=close, render_args="xml"))
 
 
-def _glm(name_end: tuple[str, ...], params: ParamSyntax = KV,
-         drop_cut_off: bool = True) -> tuple[Region, ...]:
+def _glm(name_end: tuple[str, ...], params: ParamSyntax = KV, drop_cut_off: bool = True,
+         name_forbid: tuple[str, ...] = ()) -> tuple[Region, ...]:
     """vLLM's GLM engine parsers drop a block cut off before its name ends, an empty one, and
     a call to a tool the request does not offer."""
     return (Region(("<tool_call>",), "xml", end=("</tool_call>",), params=params,
-                   header=Header(name_end=name_end, name_stop=("<arg_key>",)),
+                   header=Header(name_end=name_end, name_stop=("<arg_key>",),
+                                 name_forbid=name_forbid),
                    render_args="xml", drop_cut_off=drop_cut_off, drop_unknown=drop_cut_off),)
 
 
@@ -170,7 +171,8 @@ SPECS = [
     # vLLM's poolside parser keeps a string-typed value as written and JSON-reads the others
     ToolSpec("poolside_v1", _glm(("\n",), ParamSyntax(
         "<arg_key>", "</arg_key>", "</arg_value>", value_open="<arg_value>", trim_newline=False,
-        decode="json_unless_string"), drop_cut_off=False), "Poolside", keep_ws=True),
+        decode="json_unless_string"), drop_cut_off=False, name_forbid=("<",)), "Poolside",
+        keep_ws=True),
     ToolSpec("hy_v3", (_HY,), "Tencent Hunyuan 3", keep_ws=True),
     ToolSpec("hy_v4", (_HY4,), "Tencent Hunyuan 4 (typed value tags)", keep_ws=True),
     ToolSpec("k2_horizon", (Region(
