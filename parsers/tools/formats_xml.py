@@ -69,13 +69,12 @@ def _dsml(begins: tuple[str, ...], ends: tuple[str, ...], space: str = "",
                             call_close=close, render_args="xml"))
 
 
-def _glm(name_end: tuple[str, ...], params: ParamSyntax = KV, drop_cut_off: bool = True,
-         name_forbid: tuple[str, ...] = ()) -> tuple[Region, ...]:
+def _glm(name_end: tuple[str, ...], params: ParamSyntax = KV,
+         drop_cut_off: bool = True) -> tuple[Region, ...]:
     """vLLM's GLM engine parsers drop a block cut off before its name ends, an empty one, and
     a call to a tool the request does not offer."""
     return (Region(("<tool_call>",), "xml", end=("</tool_call>",), params=params,
-                   header=Header(name_end=name_end, name_stop=("<arg_key>",),
-                                 name_forbid=name_forbid),
+                   header=Header(name_end=name_end, name_stop=("<arg_key>",)),
                    render_args="xml", drop_cut_off=drop_cut_off, drop_unknown=drop_cut_off),)
 
 
@@ -168,11 +167,11 @@ SPECS = [
     ToolSpec("glm45", _glm(("\n",)), "Zhipu GLM-4.5 / 4.6 / 4.7 / 5"),
     ToolSpec("glm47", _glm(("\n",)), "Zhipu GLM-4.7"),
     ToolSpec("ling3", _glm(("\n",)), "inclusionAI Ling 3"),
-    # vLLM's poolside parser keeps a string-typed value as written and JSON-reads the others
+    # read by `poolside.PoolsideFormat` (a block at a time); the spec gives the markers, the
+    # grammar and the renderer
     ToolSpec("poolside_v1", _glm(("\n",), ParamSyntax(
         "<arg_key>", "</arg_key>", "</arg_value>", value_open="<arg_value>", trim_newline=False,
-        decode="json_unless_string"), drop_cut_off=False, name_forbid=("<",)), "Poolside",
-        keep_ws=True),
+        decode="json_unless_string"), drop_cut_off=False), "Poolside", keep_ws=True),
     ToolSpec("hy_v3", (_HY,), "Tencent Hunyuan 3", keep_ws=True),
     ToolSpec("hy_v4", (_HY4,), "Tencent Hunyuan 4 (typed value tags)", keep_ws=True),
     ToolSpec("k2_horizon", (Region(

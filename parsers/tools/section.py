@@ -281,8 +281,7 @@ class RegionReader:
             return [Content("")], self.buf[len(marker):]  # type: ignore[list-item]
         if len(self.header) > MAX_HEADER:  # as when the header outgrows it while streamed
             return self._give_back(self.buf, overflow=True)
-        if (not self.name and not nameless) or len(self.name) > MAX_HEADER or "<|" in self.name \
-                or any(c in self.name for c in h.name_forbid):
+        if (not self.name and not nameless) or len(self.name) > MAX_HEADER or "<|" in self.name:
             # a marker inside the name (`<|plamo:begin_tool_nae:plamo|>write`): the format broke
             return self._give_back(self.buf)
         if self.r.collapse_doubled:

@@ -29,8 +29,6 @@ class Header:
     attrs: bool = False                # the header is attributes: '"NAME" index="0"'
     render: str = "{name}"             # how the header is written; "{index}" is a call counter
     render_end: str | None = None      # written after it; None: name_end[0] (or nothing)
-    name_forbid: tuple[str, ...] = ()  # a name holding one is no name: the block is text
-                                       # (Poolside's `<tool_call> <x</tool_call>`)
 
 
 @dataclass(frozen=True)
