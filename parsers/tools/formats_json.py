@@ -52,9 +52,10 @@ SPECS = [
              "AI21 Jamba", keep_ws=True),
     ToolSpec("hunyuan_a13b", (Region(("<tool_calls>",), "json_list", end=("</tool_calls>",)),),
              "Tencent Hunyuan-A13B", keep_ws=True),
-    # a marker not followed by a call list is dropped, the text after it kept (vLLM's engine)
+    # a marker not followed by a call list is dropped, the text after it kept, and an empty
+    # list with it (vLLM's engine)
     ToolSpec("granite", (Region(("<|tool_call|>", "<tool_call>"), "json_list",
-                                bare_give_back=True),),
+                                bare_give_back=True, drop_empty_list=True),),
              "IBM Granite 3.0 / 3.1"),
     ToolSpec("phi4_mini_json", (Region(("functools",), "json_list", args_required=True),),
              "Phi-4-mini",

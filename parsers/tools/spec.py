@@ -56,6 +56,8 @@ class Region:
     list_alt: bool = False             # a JSON list may replace the header+body (pre-v11 Mistral)
     bare_give_back: bool = False       # a region given back as text loses its start marker
                                        # (Mistral's [TOOL_CALLS] is a control token)
+    drop_empty_list: bool = False      # json_list: an empty list `[]` is dropped, not text
+                                       # (vLLM's Granite engine)
     string_delim: str = ""             # gemma body: the string delimiter
     namespace: str = ""                # nested_xml body: the prefix of every tag
     render_sep: str = ""               # what the renderer writes between calls of one region
