@@ -109,6 +109,8 @@ class ToolSpec:
     notes: str = ""
     aliases: tuple[str, ...] = field(default=())
     reasoning: str | None = None  # the reasoning parser used when none is named
+    coerce_args: bool = False  # JSON arguments retyped by the tool's schema (vLLM's engine
+                               # parsers with JSON arguments: `"5"` for an integer -> 5)
 
     def __post_init__(self) -> None:
         stray = [m for m in self.anchored if m not in self.start_markers()]
