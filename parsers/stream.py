@@ -98,7 +98,8 @@ class StreamParser(DeltaWriter):
         self._flush_head()
         if self._pending_ws and (not self._last_was_marker or self._p._keep_rws) and not self._gap \
                 and not (self._state == REASONING and self._p._trim_rtail) \
-                and not self._p._rstrip and (self._content_seen or not self._p._verbatim):
+                and not self._p._rstrip \
+                and (self._content_seen or not self._p._verbatim or not self._num_calls):
             self._emit(self._seg_kind(), self._pending_ws)
         self._pending_ws = ""
         if self._prefix and not self._content_seen and self._num_calls == 0:
