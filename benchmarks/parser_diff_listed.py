@@ -278,7 +278,8 @@ RULES = {"text before the calls": _text_before_calls,  # before the broader "aft
 def _calls_vllm_drops(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
     """vLLM's calls are the first of ours, the rest equal: the last calls (cut off, or an end
     marker misspelled) are neither calls nor text in vLLM. Checked where both modes agree."""
-    return mine[0] == theirs[0] and mine[1] == theirs[1] \
+    # the content may differ by the whitespace before the calls vLLM dropped (it keeps it)
+    return mine[0] == theirs[0] and (mine[1] or "").rstrip() == (theirs[1] or "").rstrip() \
         and len(theirs[2]) < len(mine[2]) and mine[2][:len(theirs[2])] == theirs[2]
 
 

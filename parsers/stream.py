@@ -99,7 +99,8 @@ class StreamParser(DeltaWriter):
         if self._pending_ws and (not self._last_was_marker or self._p._keep_rws) and not self._gap \
                 and not (self._state == REASONING and self._p._trim_rtail) \
                 and not self._p._rstrip \
-                and (self._content_seen or not self._p._verbatim or not self._num_calls):
+                and (self._content_seen or not self._p._verbatim or not self._num_calls) \
+                and not (self._p._join is not None and self._num_calls):
             self._emit(self._seg_kind(), self._pending_ws)
         self._pending_ws = ""
         if self._prefix and not self._content_seen and self._num_calls == 0:
@@ -248,7 +249,8 @@ class StreamParser(DeltaWriter):
                 return
             self._strip_lead = False
             if self._gap and kind == CONTENT:  # the whitespace before the call, else after it
-                self._pending_ws = self._open_ws or self._gap_lead
+                self._pending_ws = self._p._join if self._p._join is not None else (
+                    self._open_ws or self._gap_lead)
         self._last_was_marker = False
         if kind == REASONING and self._head is not None:
             text = self._head + text

@@ -61,8 +61,7 @@ SPECS = [
              "Phi-4-mini",
              ends_reasoning=False),  # "functools" is a word a model may think about
     ToolSpec("apertus", (Region(("<|tools_prefix|>",), "json_list", end=("<|tools_suffix|>",),
-                                single_key=True),), "Swiss AI Apertus", keep_ws=True,
-             verbatim=True),
+                                single_key=True),), "Swiss AI Apertus", join="\n"),
     # vLLM's Cohere tool parsers split the thinking themselves: without a reasoning parser
     # named, the family's is used
     ToolSpec("cohere_command3", (_COHERE,), "Cohere Command R / R+", content_drop=_COHERE_DROP,

@@ -83,6 +83,7 @@ class SpecToolFormat(ToolFormat):
         self.content_drop = spec.content_drop
         self.keeps_text_verbatim = spec.verbatim
         self.reasoning_parser = spec.reasoning
+        self.content_join = spec.join
         if spec.ends_reasoning_at is not None:
             self.reasoning_end_markers = spec.ends_reasoning_at
         # "[" / "{" are everyday characters in thinking: they must not end it
