@@ -181,6 +181,9 @@ class StreamParser(DeltaWriter):
                 self._state = DISCARD
             return end
         if role == "drop":
+            if self._state == REASONING and self._seg_empty and self._p.reasoning.opening_ws_drop \
+                    and not self._content_seen and marker in self._p.reasoning.start:
+                self._pending_ws = ""  # `\n<think>..` in prefilled thinking (`opening_ws_drop`)
             # The text either side joins up: `a</think> b` -> `a b`, one run of whitespace kept.
             # At the start of a segment it is an opening (`<think>\n..`): strip like a boundary.
             after_call = self._p._verbatim and self._seg_empty and not self._strip_lead

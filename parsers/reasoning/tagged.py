@@ -41,7 +41,7 @@ register_reasoning_parser("hy_v3")(ReasoningFormat(
 # Hunyuan 4's template opens `<think>` in the prompt unless reasoning_effort is `no_think`.
 register_reasoning_parser("hy_v4")(ReasoningFormat(
     name="hy_v4", start=("<think>",), end=("</think>",), prefilled=True, reopen=True,
-    whitespace="keep", patterns=_HY_TAGS, pattern_roles=("start", "end"),
+    whitespace="keep", patterns=_HY_TAGS, pattern_roles=("start", "end"), opening_ws_drop=True,
     switch=effort_switch(("no_think",)), implicit_end=("<tool_calls>",),
     content_drop=("</think>",),
     description="Hunyuan 4: `<think>` tags with optional `:type` suffixes"))
@@ -76,7 +76,7 @@ register_reasoning_parser("kimi_k3")(ReasoningFormat(
     prefilled=True, reopen=True, switch=kwarg_switch("thinking", "enable_thinking"),
     content_drop=("<|close|>think<|sep|>",),
     drop=("<|open|>response<|sep|>", "<|close|>response<|sep|>"),  # thinking off too
-    implicit_end=("<|open|>tools<|sep|>",), whitespace="keep",
+    implicit_end=("<|open|>tools<|sep|>",), whitespace="keep", opening_ws_drop=True,
     description="Kimi K3: XTML `think` and `response` elements"))
 tagged("inkling", ("<|content_thinking|>",), ("<|end_message|>", "<|content_model_end_sampling|>"),
        content_drop=("<|end_message|>", "<|message_model|>", "<|content_text|>",
