@@ -101,6 +101,9 @@ class ReasoningFormat:
         long is dropped (a marker cut off by the token limit); 0: kept as text.
     opening_ws_content: whitespace the output opens with, before its start marker, is content
         (vLLM's mistral, gemma4, minimax_m3: `\n[THINK]r[/THINK]c` -> content `\nc`).
+    engine: the vLLM parser engine that reads this reasoning format together with a tool format
+        naming the same engine (`qwen3`: with thinking off, that engine still drops the end
+        marker from the answer: `a</think>b` -> `ab`).
     opening_ws_drop: whitespace the output opens with, before a start marker written in
         prefilled thinking, is dropped (vLLM's split at the first marker: deepseek_r1,
         `\n<think>r</think>c` -> reasoning `r`).
@@ -130,6 +133,7 @@ class ReasoningFormat:
     leading_drop: tuple[str, ...] = ()
     opening_ws_content: bool = False
     opening_ws_drop: bool = False
+    engine: str = ""
     description: str = ""
 
     def __post_init__(self) -> None:

@@ -33,13 +33,13 @@ think("deepseek_v3", whitespace="keep", switch=kwarg_switch("thinking", "enable_
       description="DeepSeek-V3.1/3.2: thinking off unless `thinking`/`enable_thinking`")
 think("holo2", whitespace="keep", opening_ws_drop=True, switch=kwarg_switch("thinking", "enable_thinking", default=True),
       description="Holo2: deepseek_v3 with thinking on by default")
-think("qwen3", whitespace="keep", switch=kwarg_switch("enable_thinking"), implicit_end=("<tool_call>",),
+think("qwen3", engine="qwen3", whitespace="keep", switch=kwarg_switch("enable_thinking"), implicit_end=("<tool_call>",),
       turn_markers=QWEN_TURN, description="Qwen3 / Qwen3.5: `enable_thinking` (default on)")
 think("step3p5", whitespace="trail", implicit_end=("<tool_call>",), turn_markers=QWEN_TURN,
       description="Step-3.5: template prefills `<think>`; always thinks")
-think("mimo", whitespace="keep", switch=kwarg_switch("enable_thinking"), implicit_end=("<tool_call>",),
+think("mimo", engine="qwen3", whitespace="keep", switch=kwarg_switch("enable_thinking"), implicit_end=("<tool_call>",),
       description="Xiaomi MiMo")
-think("nemotron_v3", whitespace="trail", switch=kwarg_switch("enable_thinking"), implicit_end=("<tool_call>",),
+think("nemotron_v3", engine="qwen3", whitespace="trail", switch=kwarg_switch("enable_thinking"), implicit_end=("<tool_call>",),
       force_content_kwarg="force_nonempty_content", description="NVIDIA Nemotron v3")
 think("granite_thinking_parser", whitespace="trail", after_end_strip="\n",
       switch=kwarg_switch("enable_thinking"),

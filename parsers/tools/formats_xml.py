@@ -94,11 +94,11 @@ _MM3 = "]<]minimax[>["
 _PY = Region(("[",), "pythonic", render_args="pythonic")
 
 SPECS = [
-    ToolSpec("qwen3_coder", _qwen(), "Qwen3-Coder, Qwen3.5"),
-    ToolSpec("qwen3_xml", _qwen(), "Qwen3 (XML tool calls)"),
+    ToolSpec("qwen3_coder", _qwen(), "Qwen3-Coder, Qwen3.5", engine="qwen3"),
+    ToolSpec("qwen3_xml", _qwen(), "Qwen3 (XML tool calls)", engine="qwen3"),
     ToolSpec("step3p5", _qwen(), "StepFun Step-3.5"),
     ToolSpec("step5", _qwen(), "StepFun Step-5", keep_ws=True),
-    ToolSpec("mimo", _qwen(trim=False), "Xiaomi MiMo"),
+    ToolSpec("mimo", _qwen(trim=False), "Xiaomi MiMo", engine="qwen3"),
     # a call written without the wrapper (or after a misspelled one) is read too, and the
     # wrapper's end marker after it is dropped (vLLM's engine); in thinking only the wrapper
     # ends it

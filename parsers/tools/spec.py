@@ -109,6 +109,7 @@ class ToolSpec:
     notes: str = ""
     aliases: tuple[str, ...] = field(default=())
     reasoning: str | None = None  # the reasoning parser used when none is named
+    engine: str = ""  # `ToolFormat.engine` (qwen3_coder, qwen3_xml, mimo: "qwen3")
     join: str | None = None  # `ToolFormat.content_join` (Apertus: "\n")
     coerce_args: bool = False  # JSON arguments retyped by the tool's schema (vLLM's engine
                                # parsers with JSON arguments: `"5"` for an integer -> 5)

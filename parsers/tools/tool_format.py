@@ -84,6 +84,7 @@ class SpecToolFormat(ToolFormat):
         self.keeps_text_verbatim = spec.verbatim
         self.reasoning_parser = spec.reasoning
         self.content_join = spec.join
+        self.engine = spec.engine
         if spec.ends_reasoning_at is not None:
             self.reasoning_end_markers = spec.ends_reasoning_at
         # "[" / "{" are everyday characters in thinking: they must not end it
