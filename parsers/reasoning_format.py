@@ -95,7 +95,8 @@ class ReasoningFormat:
         (minimax_m3's `</mm:think>` closing an empty prefilled block).
     text_filter: a factory of streaming filters (`parsers/text_filters.py`) run over the
         reasoning text and, separately, the content text (MiniCPM-V's escaped newlines).
-    after_end_strip: characters stripped from the start of the answer after an end marker
+    after_end_strip: characters stripped from the start of the answer after an end marker (with
+        thinking off, from the start of the output)
         (granite_thinking: its newlines, `</think>\n\n  Hi` -> `  Hi`).
     partial_marker_drop: at the end of the output, a trailing prefix of a marker at least this
         long is dropped (a marker cut off by the token limit); 0: kept as text.

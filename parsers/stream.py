@@ -57,7 +57,8 @@ class StreamParser(DeltaWriter):
         self._head: str | None = "" if self._state == REASONING and fmt.reasoning_head else None
         self._prefix = fmt.content_prefix if fmt is not None else ""
         self._force = bool(fmt and fmt.force_content_kwarg and ckw.get(fmt.force_content_kwarg))
-        self._end_strip = ""  # characters still to strip after an end marker
+        # characters still to strip after an end marker (thinking off: at the output's start)
+        self._end_strip = fmt.after_end_strip if fmt is not None and not self._thinking else ""
         # only formats that need it pay for watching the answer's text / filtering it
         self._watch = self._force or bool(fmt is not None and fmt.after_end_strip)
         make = fmt.text_filter if fmt is not None else None
