@@ -27,11 +27,11 @@ def think(name: str, **kw: Any) -> ReasoningFormat:
     return fmt
 
 
-think("deepseek_r1", whitespace="keep", opening_ws_drop=True, description="DeepSeek-R1 / QwQ / distills: thinking always on")
-think("step5", whitespace="keep", opening_ws_drop=True, description="Step-5: alias of deepseek_r1")
+think("deepseek_r1", whitespace="keep", opening_ws_drop=True, content_drop=(), description="DeepSeek-R1 / QwQ / distills: thinking always on")
+think("step5", whitespace="keep", opening_ws_drop=True, content_drop=(), description="Step-5: alias of deepseek_r1")
 think("deepseek_v3", whitespace="keep", switch=kwarg_switch("thinking", "enable_thinking", default=False),
       description="DeepSeek-V3.1/3.2: thinking off unless `thinking`/`enable_thinking`")
-think("holo2", whitespace="keep", opening_ws_drop=True, switch=kwarg_switch("thinking", "enable_thinking", default=True),
+think("holo2", whitespace="keep", opening_ws_drop=True, content_drop=(), switch=kwarg_switch("thinking", "enable_thinking", default=True),
       description="Holo2: deepseek_v3 with thinking on by default")
 think("qwen3", engine="qwen3", whitespace="keep", switch=kwarg_switch("enable_thinking"), implicit_end=("<tool_call>",),
       turn_markers=QWEN_TURN, description="Qwen3 / Qwen3.5: `enable_thinking` (default on)")

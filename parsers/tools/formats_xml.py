@@ -199,5 +199,5 @@ SPECS = [
     ToolSpec("olmo3", (Region(("<function_calls>",), "pythonic", end=("</function_calls>",),
                               render_args="pythonic", render_sep="\n"),), "AllenAI OLMo 3"),
     ToolSpec("lfm2", (Region(("<|tool_call_start|>",), "pythonic", end=("<|tool_call_end|>",),
-                             render_args="pythonic"),), "Liquid LFM2"),
+                             render_args="pythonic"),), "Liquid LFM2", join="\n"),
 ]
