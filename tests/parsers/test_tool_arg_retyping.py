@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from thinkgate.parsers import get_parser
 
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {
