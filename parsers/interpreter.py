@@ -31,6 +31,7 @@ class Parser:
         self._keep_ws = tool is not None and tool.keeps_whitespace
         self._anchor_after = tool.anchor_after if tool is not None else ()
         self._verbatim = tool is not None and tool.keeps_text_verbatim
+        self._join = tool.content_join if tool is not None else None
         self._keep_rws = reasoning is not None and reasoning.whitespace != "strip"
         self._trim_rtail = reasoning is not None and reasoning.whitespace == "trail"
         self._rstrip = reasoning is not None and reasoning.whitespace == "rstrip"

@@ -95,12 +95,19 @@ class ReasoningFormat:
         (minimax_m3's `</mm:think>` closing an empty prefilled block).
     text_filter: a factory of streaming filters (`parsers/text_filters.py`) run over the
         reasoning text and, separately, the content text (MiniCPM-V's escaped newlines).
-    after_end_strip: characters stripped from the start of the answer after an end marker
+    after_end_strip: characters stripped from the start of the answer after an end marker (with
+        thinking off, from the start of the output)
         (granite_thinking: its newlines, `</think>\n\n  Hi` -> `  Hi`).
     partial_marker_drop: at the end of the output, a trailing prefix of a marker at least this
         long is dropped (a marker cut off by the token limit); 0: kept as text.
     opening_ws_content: whitespace the output opens with, before its start marker, is content
         (vLLM's mistral, gemma4, minimax_m3: `\n[THINK]r[/THINK]c` -> content `\nc`).
+    engine: the vLLM parser engine that reads this reasoning format together with a tool format
+        naming the same engine (`qwen3`: with thinking off, that engine still drops the end
+        marker from the answer: `a</think>b` -> `ab`).
+    opening_ws_drop: whitespace the output opens with, before a start marker written in
+        prefilled thinking, is dropped (vLLM's split at the first marker: deepseek_r1,
+        `\n<think>r</think>c` -> reasoning `r`).
     """
 
     name: str
@@ -126,6 +133,8 @@ class ReasoningFormat:
     prefill_switch: Switch | None = None
     leading_drop: tuple[str, ...] = ()
     opening_ws_content: bool = False
+    opening_ws_drop: bool = False
+    engine: str = ""
     description: str = ""
 
     def __post_init__(self) -> None:

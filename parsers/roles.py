@@ -44,6 +44,9 @@ def marker_roles(r: ReasoningFormat | None, tool: ToolFormat | None,
             rr[m] = "end"
         for m in r.content_drop:
             con.setdefault(m, "drop")
+        if r.engine and tool is not None and getattr(tool, "engine", "") == r.engine:
+            for m in r.end:  # one vLLM engine reads both: its end marker is framing, thinking off too
+                roles["off"].setdefault(m, "drop")
         for m in r.discard:
             rr[m] = con[m] = "discard"
         for m in r.leading_drop:

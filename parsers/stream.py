@@ -57,7 +57,8 @@ class StreamParser(DeltaWriter):
         self._head: str | None = "" if self._state == REASONING and fmt.reasoning_head else None
         self._prefix = fmt.content_prefix if fmt is not None else ""
         self._force = bool(fmt and fmt.force_content_kwarg and ckw.get(fmt.force_content_kwarg))
-        self._end_strip = ""  # characters still to strip after an end marker
+        # characters still to strip after an end marker (thinking off: at the output's start)
+        self._end_strip = fmt.after_end_strip if fmt is not None and not self._thinking else ""
         # only formats that need it pay for watching the answer's text / filtering it
         self._watch = self._force or bool(fmt is not None and fmt.after_end_strip)
         make = fmt.text_filter if fmt is not None else None
@@ -98,7 +99,9 @@ class StreamParser(DeltaWriter):
         self._flush_head()
         if self._pending_ws and (not self._last_was_marker or self._p._keep_rws) and not self._gap \
                 and not (self._state == REASONING and self._p._trim_rtail) \
-                and not self._p._rstrip and (self._content_seen or not self._p._verbatim):
+                and not self._p._rstrip \
+                and (self._content_seen or not self._p._verbatim or not self._num_calls) \
+                and not (self._p._join is not None and self._num_calls):
             self._emit(self._seg_kind(), self._pending_ws)
         self._pending_ws = ""
         if self._prefix and not self._content_seen and self._num_calls == 0:
@@ -179,6 +182,9 @@ class StreamParser(DeltaWriter):
                 self._state = DISCARD
             return end
         if role == "drop":
+            if self._state == REASONING and self._seg_empty and self._p.reasoning.opening_ws_drop \
+                    and not self._content_seen and marker in self._p.reasoning.start:
+                self._pending_ws = ""  # `\n<think>..` in prefilled thinking (`opening_ws_drop`)
             # The text either side joins up: `a</think> b` -> `a b`, one run of whitespace kept.
             # At the start of a segment it is an opening (`<think>\n..`): strip like a boundary.
             after_call = self._p._verbatim and self._seg_empty and not self._strip_lead
@@ -247,7 +253,8 @@ class StreamParser(DeltaWriter):
                 return
             self._strip_lead = False
             if self._gap and kind == CONTENT:  # the whitespace before the call, else after it
-                self._pending_ws = self._open_ws or self._gap_lead
+                self._pending_ws = self._p._join if self._p._join is not None else (
+                    self._open_ws or self._gap_lead)
         self._last_was_marker = False
         if kind == REASONING and self._head is not None:
             text = self._head + text

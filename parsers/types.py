@@ -119,6 +119,11 @@ class ToolFormat:
         DeepSeek-V4's bare `<｜DSML｜invoke` drafted in thinking is thinking).
     reasoning_parser: the reasoning parser used when none is named (vLLM's Cohere tool parsers
         split the thinking themselves).
+    engine: the vLLM parser engine that reads this tool format with a reasoning format naming
+        the same engine (`ReasoningFormat.engine`).
+    content_join: the text and the text after a call, both stripped, are joined by this (and
+        the output's trailing whitespace dropped once a call was read): Apertus' `\n`, as
+        vLLM's parser joins them. None: the whitespace rules of the interpreter.
     """
 
     start_markers: tuple[str, ...] = ()
@@ -132,6 +137,8 @@ class ToolFormat:
     anchor_after: tuple[str, ...] = ()
     reasoning_end_markers: tuple[str, ...] | None = None
     reasoning_parser: str | None = None
+    content_join: str | None = None
+    engine: str = ""
 
     def __init__(self, tokenizer: Any = None) -> None:
         self.tokenizer = tokenizer

@@ -41,7 +41,7 @@ register_reasoning_parser("hy_v3")(ReasoningFormat(
 # Hunyuan 4's template opens `<think>` in the prompt unless reasoning_effort is `no_think`.
 register_reasoning_parser("hy_v4")(ReasoningFormat(
     name="hy_v4", start=("<think>",), end=("</think>",), prefilled=True, reopen=True,
-    whitespace="keep", patterns=_HY_TAGS, pattern_roles=("start", "end"),
+    whitespace="keep", patterns=_HY_TAGS, pattern_roles=("start", "end"), opening_ws_drop=True,
     switch=effort_switch(("no_think",)), implicit_end=("<tool_calls>",),
     content_drop=("</think>",),
     description="Hunyuan 4: `<think>` tags with optional `:type` suffixes"))
@@ -74,9 +74,8 @@ register_reasoning_parser("cohere_command4")(ReasoningFormat(
 register_reasoning_parser("kimi_k3")(ReasoningFormat(
     name="kimi_k3", start=("<|open|>think<|sep|>",), end=("<|close|>think<|sep|>",),
     prefilled=True, reopen=True, switch=kwarg_switch("thinking", "enable_thinking"),
-    content_drop=("<|close|>think<|sep|>",),
     drop=("<|open|>response<|sep|>", "<|close|>response<|sep|>"),  # thinking off too
-    implicit_end=("<|open|>tools<|sep|>",), whitespace="keep",
+    implicit_end=("<|open|>tools<|sep|>",), whitespace="keep", opening_ws_drop=True,
     description="Kimi K3: XTML `think` and `response` elements"))
 tagged("inkling", ("<|content_thinking|>",), ("<|end_message|>", "<|content_model_end_sampling|>"),
        content_drop=("<|end_message|>", "<|message_model|>", "<|content_text|>",
@@ -89,6 +88,6 @@ _K2H = ("", "_fast", "_faster")
 register_reasoning_parser("k2_horizon")(ReasoningFormat(
     name="k2_horizon", start=tuple(f"<ifm|think{s}>" for s in _K2H),
     end=tuple(f"</ifm|think{s}>" for s in _K2H),
-    content_drop=tuple(f"</ifm|think{s}>" for s in _K2H), whitespace="keep",
+    content_drop=(), whitespace="keep",
     switch=kwarg_switch("enable_thinking", default=True), implicit_end=("<ifm|tool_calls>",),
     description="K2-Horizon: `<ifm|think>` (or `_fast`/`_faster` by reasoning_effort)"))

@@ -27,19 +27,19 @@ def think(name: str, **kw: Any) -> ReasoningFormat:
     return fmt
 
 
-think("deepseek_r1", whitespace="keep", description="DeepSeek-R1 / QwQ / distills: thinking always on")
-think("step5", whitespace="keep", description="Step-5: alias of deepseek_r1")
+think("deepseek_r1", whitespace="keep", opening_ws_drop=True, content_drop=(), description="DeepSeek-R1 / QwQ / distills: thinking always on")
+think("step5", whitespace="keep", opening_ws_drop=True, content_drop=(), description="Step-5: alias of deepseek_r1")
 think("deepseek_v3", whitespace="keep", switch=kwarg_switch("thinking", "enable_thinking", default=False),
       description="DeepSeek-V3.1/3.2: thinking off unless `thinking`/`enable_thinking`")
-think("holo2", whitespace="keep", switch=kwarg_switch("thinking", "enable_thinking", default=True),
+think("holo2", whitespace="keep", opening_ws_drop=True, content_drop=(), switch=kwarg_switch("thinking", "enable_thinking", default=True),
       description="Holo2: deepseek_v3 with thinking on by default")
-think("qwen3", whitespace="keep", switch=kwarg_switch("enable_thinking"), implicit_end=("<tool_call>",),
+think("qwen3", engine="qwen3", whitespace="keep", switch=kwarg_switch("enable_thinking"), implicit_end=("<tool_call>",),
       turn_markers=QWEN_TURN, description="Qwen3 / Qwen3.5: `enable_thinking` (default on)")
 think("step3p5", whitespace="trail", implicit_end=("<tool_call>",), turn_markers=QWEN_TURN,
       description="Step-3.5: template prefills `<think>`; always thinks")
-think("mimo", whitespace="keep", switch=kwarg_switch("enable_thinking"), implicit_end=("<tool_call>",),
+think("mimo", engine="qwen3", whitespace="keep", switch=kwarg_switch("enable_thinking"), implicit_end=("<tool_call>",),
       description="Xiaomi MiMo")
-think("nemotron_v3", whitespace="trail", switch=kwarg_switch("enable_thinking"), implicit_end=("<tool_call>",),
+think("nemotron_v3", engine="qwen3", whitespace="trail", switch=kwarg_switch("enable_thinking"), implicit_end=("<tool_call>",),
       force_content_kwarg="force_nonempty_content", description="NVIDIA Nemotron v3")
 think("granite_thinking_parser", whitespace="trail", after_end_strip="\n",
       switch=kwarg_switch("enable_thinking"),
@@ -68,7 +68,7 @@ think("minimax_m3", whitespace="keep", start=("<mm:think>",), end=("</mm:think>"
       description="MiniMax-M3: explicit `<mm:think>`; a plain answer is content")
 # vLLM keeps the text as written and unwraps `<response>..</response>`, dropping the newline
 # (or two) between `</think>` and the wrapper and the one after it.
-think("ernie45", whitespace="keep",
+think("ernie45", whitespace="keep", opening_ws_drop=True,
       content_drop=("\n\n<response>", "\n<response>", "<response>", "</response>\n", "</response>"),
       description="ERNIE-4.5: answer may be wrapped in `<response>`")
 think("olmo3", whitespace="keep", description="OLMo 3")

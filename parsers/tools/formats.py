@@ -7,7 +7,9 @@ from thinkgate.parsers.registry import register_tool_parser
 from .formats_json import SPECS as _JSON_SPECS
 from .formats_xml import SPECS as _XML_SPECS
 from .k2_horizon import K2HorizonFormat
+from .lfm2 import Lfm2Format
 from .minicpm5 import MiniCPM5Format
+from .poolside import PoolsideFormat
 from .pythonic_held import HeldPythonicFormat
 from .spec import ToolSpec
 from .suffixed import suffixed_factory
@@ -17,6 +19,7 @@ TOOL_SPECS: dict[str, ToolSpec] = {s.name: s for s in (*_JSON_SPECS, *_XML_SPECS
 
 # specs whose reading is not the shared one
 _FORMAT_CLASSES = {"k2_horizon": K2HorizonFormat, "minicpm5": MiniCPM5Format,
+                   "poolside_v1": PoolsideFormat, "lfm2": Lfm2Format,
                    **dict.fromkeys(("pythonic", "llama4_pythonic", "olmo3"), HeldPythonicFormat)}
 
 for _name, _spec in TOOL_SPECS.items():

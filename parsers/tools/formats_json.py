@@ -42,7 +42,7 @@ SPECS = [
     ToolSpec("inkling", (Region(("<|content_invoke_tool_json|>",), "json_call",
                                 end=("<|end_message|>", "<|content_model_end_sampling|>"),
                                 args_keys=("args", "arguments", "parameters", "tool_input")),),
-             "Inkling", keep_ws=True, verbatim=True, content_drop=_INKLING_DROP),
+             "Inkling", keep_ws=True, verbatim=True, content_drop=_INKLING_DROP, coerce_args=True),
     ToolSpec("llama3_json", (Region(("<|python_tag|>", "{"), "json_call", sep=";",
                                     render_sep=";", args_required=True, hold_args=True),),
              "Llama 3.1 / 3.2 / 3.3 (JSON)"),
@@ -52,16 +52,16 @@ SPECS = [
              "AI21 Jamba", keep_ws=True),
     ToolSpec("hunyuan_a13b", (Region(("<tool_calls>",), "json_list", end=("</tool_calls>",)),),
              "Tencent Hunyuan-A13B", keep_ws=True),
-    # a marker not followed by a call list is dropped, the text after it kept (vLLM's engine)
+    # a marker not followed by a call list is dropped, the text after it kept, and an empty
+    # list with it (vLLM's engine)
     ToolSpec("granite", (Region(("<|tool_call|>", "<tool_call>"), "json_list",
-                                bare_give_back=True),),
-             "IBM Granite 3.0 / 3.1"),
+                                bare_give_back=True, drop_empty_list=True),),
+             "IBM Granite 3.0 / 3.1", coerce_args=True),
     ToolSpec("phi4_mini_json", (Region(("functools",), "json_list", args_required=True),),
              "Phi-4-mini",
              ends_reasoning=False),  # "functools" is a word a model may think about
     ToolSpec("apertus", (Region(("<|tools_prefix|>",), "json_list", end=("<|tools_suffix|>",),
-                                single_key=True),), "Swiss AI Apertus", keep_ws=True,
-             verbatim=True),
+                                single_key=True),), "Swiss AI Apertus", join="\n"),
     # vLLM's Cohere tool parsers split the thinking themselves: without a reasoning parser
     # named, the family's is used
     ToolSpec("cohere_command3", (_COHERE,), "Cohere Command R / R+", content_drop=_COHERE_DROP,
@@ -78,7 +78,8 @@ SPECS = [
                                 nameless_calls=True,
                                 header=Header(name_end=("[ARGS]", "[CALL_ID]"), name_stop=("{",),
                                               skip_to="[ARGS]", id_marker="[CALL_ID]")),),
-             "Mistral / Mixtral / Devstral / Magistral", extra_markers=("[ARGS]", "[CALL_ID]")),
+             "Mistral / Mixtral / Devstral / Magistral", extra_markers=("[ARGS]", "[CALL_ID]"),
+             coerce_args=True),
     ToolSpec("deepseek_v3", (Region(
         ("<｜tool▁calls▁begin｜>",), "json_args", end=("<｜tool▁calls▁end｜>",),
         call_begin=("<｜tool▁call▁begin｜>",), call_end=("<｜tool▁call▁end｜>",),
@@ -98,7 +99,7 @@ SPECS = [
         header=Header(name_end=("<|tool_call_argument_begin|>",), id_is_header=True,
                       render="functions.{name}:{index}"), strict_ids=True),),
         "Moonshot Kimi K2 / K2.5",
-        keep_ws=True),
+        keep_ws=True, coerce_args=True),
     ToolSpec("plamo3", (Region(
         ("<|plamo:begin_tool_requests:plamo|>",), "json_args",
         end=("<|plamo:end_tool_requests:plamo|>",),
@@ -111,7 +112,7 @@ SPECS = [
                       render="<|plamo:begin_tool_name:plamo|>{name}"),
         optional_prefixes=("<|plamo:constrain|>json<|plamo:msg|>",),
         after_body=("<|plamo:end_tool_arguments:plamo|>",)),), "PFN PLaMo 3",
-        extra_markers=("<|plamo:constrain|>", "<|plamo:msg|>"), keep_ws=True),
+        extra_markers=("<|plamo:constrain|>", "<|plamo:msg|>"), keep_ws=True, coerce_args=True),
     ToolSpec("openai", (Region(
         ("<|start|>assistant<|channel|>commentary to=functions.",
          "<|channel|>commentary to=functions.", "to=functions."), "json_args",

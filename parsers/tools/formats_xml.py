@@ -94,11 +94,11 @@ _MM3 = "]<]minimax[>["
 _PY = Region(("[",), "pythonic", render_args="pythonic")
 
 SPECS = [
-    ToolSpec("qwen3_coder", _qwen(), "Qwen3-Coder, Qwen3.5"),
-    ToolSpec("qwen3_xml", _qwen(), "Qwen3 (XML tool calls)"),
+    ToolSpec("qwen3_coder", _qwen(), "Qwen3-Coder, Qwen3.5", engine="qwen3"),
+    ToolSpec("qwen3_xml", _qwen(), "Qwen3 (XML tool calls)", engine="qwen3"),
     ToolSpec("step3p5", _qwen(), "StepFun Step-3.5"),
     ToolSpec("step5", _qwen(), "StepFun Step-5", keep_ws=True),
-    ToolSpec("mimo", _qwen(trim=False), "Xiaomi MiMo"),
+    ToolSpec("mimo", _qwen(trim=False), "Xiaomi MiMo", engine="qwen3"),
     # a call written without the wrapper (or after a misspelled one) is read too, and the
     # wrapper's end marker after it is dropped (vLLM's engine); in thinking only the wrapper
     # ends it
@@ -167,7 +167,8 @@ SPECS = [
     ToolSpec("glm45", _glm(("\n",)), "Zhipu GLM-4.5 / 4.6 / 4.7 / 5"),
     ToolSpec("glm47", _glm(("\n",)), "Zhipu GLM-4.7"),
     ToolSpec("ling3", _glm(("\n",)), "inclusionAI Ling 3"),
-    # vLLM's poolside parser keeps a string-typed value as written and JSON-reads the others
+    # read by `poolside.PoolsideFormat` (a block at a time); the spec gives the markers, the
+    # grammar and the renderer
     ToolSpec("poolside_v1", _glm(("\n",), ParamSyntax(
         "<arg_key>", "</arg_key>", "</arg_value>", value_open="<arg_value>", trim_newline=False,
         decode="json_unless_string"), drop_cut_off=False), "Poolside", keep_ws=True),
@@ -198,5 +199,5 @@ SPECS = [
     ToolSpec("olmo3", (Region(("<function_calls>",), "pythonic", end=("</function_calls>",),
                               render_args="pythonic", render_sep="\n"),), "AllenAI OLMo 3"),
     ToolSpec("lfm2", (Region(("<|tool_call_start|>",), "pythonic", end=("<|tool_call_end|>",),
-                             render_args="pythonic"),), "Liquid LFM2"),
+                             render_args="pythonic"),), "Liquid LFM2", join="\n"),
 ]

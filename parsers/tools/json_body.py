@@ -312,6 +312,7 @@ class JsonListBody(Body):
         self.state = "open"  # open, item_or_close, item, comma, skip
         self.item: JsonCallBody | None = None
         self.skip = ValueScanner()
+        self.empty = False  # the list closed with no call in it: `[]`
 
     def feed(self, text: str) -> tuple[list[Event], str | None]:
         events: list[Event] = []
@@ -346,7 +347,7 @@ class JsonListBody(Body):
                 self.state = "item_or_close"
             elif ch == "]" and self.state in ("item_or_close", "comma"):
                 if not self.started:
-                    self.failed = True  # an empty list is not a call
+                    self.failed = self.empty = True  # an empty list is not a call
                 return events, text[i:]
             elif ch == "," and self.state == "comma":
                 self.state = "item_or_close"

@@ -344,6 +344,10 @@ class RegionReader:
         if rest is None:
             return events, None
         if self.body.failed:
+            if self.r.drop_empty_list and getattr(self.body, "empty", False) \
+                    and self.raw is not None:
+                self.raw = None  # `<|tool_call|> []`: no calls, and no text either
+                return [Content("")], rest  # type: ignore[list-item]
             if self.raw is None:  # a later body that is no call: its text stays content
                 return events + [Content(self._body_text(rest))], rest  # type: ignore[list-item]
             return self._give_back(rest)

@@ -56,6 +56,8 @@ class Region:
     list_alt: bool = False             # a JSON list may replace the header+body (pre-v11 Mistral)
     bare_give_back: bool = False       # a region given back as text loses its start marker
                                        # (Mistral's [TOOL_CALLS] is a control token)
+    drop_empty_list: bool = False      # json_list: an empty list `[]` is dropped, not text
+                                       # (vLLM's Granite engine)
     string_delim: str = ""             # gemma body: the string delimiter
     namespace: str = ""                # nested_xml body: the prefix of every tag
     render_sep: str = ""               # what the renderer writes between calls of one region
@@ -107,6 +109,10 @@ class ToolSpec:
     notes: str = ""
     aliases: tuple[str, ...] = field(default=())
     reasoning: str | None = None  # the reasoning parser used when none is named
+    engine: str = ""  # `ToolFormat.engine` (qwen3_coder, qwen3_xml, mimo: "qwen3")
+    join: str | None = None  # `ToolFormat.content_join` (Apertus: "\n")
+    coerce_args: bool = False  # JSON arguments retyped by the tool's schema (vLLM's engine
+                               # parsers with JSON arguments: `"5"` for an integer -> 5)
 
     def __post_init__(self) -> None:
         stray = [m for m in self.anchored if m not in self.start_markers()]

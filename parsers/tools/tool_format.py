@@ -14,6 +14,8 @@ from thinkgate.parsers.types import (
 )
 
 from . import section
+from .coerce_args import ArgsCoercer
+from .convert import tool_parameters
 from .events import ArgsDelta, CallEnd, CallStart
 from .repair import json_completion
 from .spec import ToolSpec
@@ -25,6 +27,8 @@ class SpecSection(ToolSection):
     def __init__(self, spec: ToolSpec, marker: str, ctx: ToolContext) -> None:
         self.reader = section.RegionReader(spec.region_for(marker), marker, ctx.tools)
         self.args: list[str] | None = None  # argument text of the call still open
+        self.tools = ctx.tools if spec.coerce_args else None
+        self.coercer: ArgsCoercer | None = None  # retypes the open call's arguments
 
     def feed(self, text: str) -> tuple[list[Event], str | None]:
         events, rest = self.reader.feed(text)
@@ -34,9 +38,11 @@ class SpecSection(ToolSection):
         out = self._convert(self.reader.finish())
         if self.args is not None:
             suffix = json_completion("".join(self.args))
+            if self.coercer is not None:
+                suffix = self.coercer.feed(suffix) + self.coercer.finish()
             if suffix:
                 out.append(ToolArgs(suffix))
-            self.args = None
+            self.args = self.coercer = None
         return out
 
     def _convert(self, events: list) -> list[Event]:
@@ -45,13 +51,19 @@ class SpecSection(ToolSection):
             if isinstance(ev, CallStart):
                 out.append(ToolStart(ev.name, ev.call_id))
                 self.args = []
+                params = tool_parameters(self.tools, ev.name) if self.tools else None
+                self.coercer = ArgsCoercer(params) if params else None
             elif isinstance(ev, ArgsDelta):
-                out.append(ToolArgs(ev.text))
+                text = ev.text if self.coercer is None else self.coercer.feed(ev.text)
+                if text or self.coercer is None:
+                    out.append(ToolArgs(text))
                 if self.args is not None:
                     self.args.append(ev.text)
             elif isinstance(ev, CallEnd):
+                tail = self.coercer.finish() if self.coercer is not None else ""
+                out += [ToolArgs(tail)] if tail else []
                 out.append(ToolEnd())
-                self.args = None
+                self.args = self.coercer = None
             elif isinstance(ev, section.Content):  # "" too: a dropped region's whitespace stays
                 out.append(Content(ev.text))
         return out
@@ -71,6 +83,8 @@ class SpecToolFormat(ToolFormat):
         self.content_drop = spec.content_drop
         self.keeps_text_verbatim = spec.verbatim
         self.reasoning_parser = spec.reasoning
+        self.content_join = spec.join
+        self.engine = spec.engine
         if spec.ends_reasoning_at is not None:
             self.reasoning_end_markers = spec.ends_reasoning_at
         # "[" / "{" are everyday characters in thinking: they must not end it

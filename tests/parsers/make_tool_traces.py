@@ -45,7 +45,7 @@ def _typed_without_schema(name: str) -> bool:
 
 def _held_whole(name: str) -> bool:
     """Formats whose calls are read whole at their end (a cut-off call stays text)."""
-    return name == "minicpm5" or TOOL_SPECS[name].regions[0].hold_args
+    return name in ("minicpm5", "poolside_v1") or TOOL_SPECS[name].regions[0].hold_args
 
 
 def cases(name: str) -> list[dict[str, Any]]:
