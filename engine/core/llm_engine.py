@@ -216,8 +216,8 @@ class LLMEngine:
         gate = self.structured_output.finish_fill(fill)
         trace = (trace_before(batch.seqs, gate, self.vocab_size)  # None unless a row asked
                  if self.num_traced_requests else None)
-        if self.runner.draft_logits and self.speculator is not None:
-            sampled = self.speculator.verify(logits, self.runner.draft_logits, batch.seqs, gate,
+        if self.runner.verify_starts is not None and self.speculator is not None:
+            sampled = self.speculator.verify(logits, self.runner.verify_starts, batch.seqs, gate,
                                              self.sampler, self._decode_token, self._jumps)
         else:
             sampled = self.sampler(logits, batch.seqs, gate)
