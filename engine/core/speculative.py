@@ -50,6 +50,8 @@ from thinkgate.engine.core.sampler import (
 from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.structured.structured_output import GateInputs
 from thinkgate.kernels import accept_drafts
+from thinkgate.kernels.backend import use_triton
+from thinkgate.kernels.spec_accept import accept_drafts_host
 
 _ALL_ALLOWED = -1  # an int32 bitmask word with every bit set
 # a step whose drafts have some expected gain runs them after this many skipped steps anyway,
@@ -169,8 +171,9 @@ class Speculator:
         after each of its draft ids (model_runner.py). `jump_forward(seq)`: whether
         jump-forward writes the text the row's grammar forces (the engine's own test).
 
-        Every position is sampled in one call under its own mask, acceptance runs over rows x
-        positions at once (`kernels.accept_drafts`) and the step reads back one (2, B) tensor."""
+        Every position is sampled in one call under its own mask; acceptance runs over rows x
+        positions at once (`kernels.accept_drafts`: on the device the step reads back one
+        (2, B) tensor; on CPU the ids are host values and its loop runs on lists)."""
         if gate is not None and (gate.reasoning is not None or gate.banned_rows):
             for seq in seqs:  # a thinking row: the device gate maps a row to a slot; no drafts
                 seq.draft_ids = []
@@ -197,11 +200,14 @@ class Speculator:
                      for i in range(starts[row], starts[row] + len(seq.draft_ids) + 1)]
             raw = logits[torch.tensor(index, device=device)]
         sampled = sampler.sample_ids(logits, positions, wide_gate)  # type: ignore[arg-type]
-        host = torch.tensor(drafts + starts + cuts, dtype=torch.int64).to(device)
         b = len(seqs)
-        accepted, token_ids = accept_drafts(sampled, host[:num], host[num:num + b],
-                                            host[num + b:], self.config.num_speculative_tokens,
-                                            check=False).tolist()
+        if use_triton(sampled):  # on the device: one kernel, one (2, B) read back
+            host = torch.tensor(drafts + starts + cuts, dtype=torch.int64).to(device)
+            accepted, token_ids = accept_drafts(
+                sampled, host[:num], host[num:num + b], host[num + b:],
+                self.config.num_speculative_tokens, check=False).tolist()
+        else:  # CPU: the ids are host values already; the twin's loop on lists
+            accepted, token_ids = accept_drafts_host(sampled.tolist(), drafts, starts, cuts)
         entries: list[Any] = [None] * b
         if raw is not None:
             entries = self._logprobs(raw, want, accepted, token_ids, entries)
