@@ -298,6 +298,8 @@ class LLMEngine:
             seen.add(seq.request_id)
             finished = request.finished
             if finished:
+                if self.speculator is not None:
+                    self.speculator.finish_request(request.seqs)
                 del self.requests[seq.request_id]
                 self.num_traced_requests -= request.params.token_trace
                 for s in request.seqs:

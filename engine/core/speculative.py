@@ -107,15 +107,34 @@ class Speculator:
         self.num_drafts = 0  # vLLM's spec_decode_num_drafts, _num_draft_tokens, _num_accepted
         self.num_draft_tokens = 0
         self.num_accepted_tokens = 0
+        # per finished sample that verified a draft (`finish_request`): their count, and the
+        # sums of their acceptance rates and mean accepted lengths (/metrics divides)
+        self.num_requests = 0
+        self.acceptance_rate_sum = 0.0
+        self.accepted_length_sum = 0.0
         self.costs = StepCosts()
         self._skipped = 0  # steps in a row whose drafts did not run although they might gain
         self._constrained = False  # whether a row of the next step is under a grammar
         self._wide: torch.Tensor | None = None  # host bitmask of a verify step's positions
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, float]:
         return {"spec_decode_num_drafts": self.num_drafts,
                 "spec_decode_num_draft_tokens": self.num_draft_tokens,
-                "spec_decode_num_accepted_tokens": self.num_accepted_tokens}
+                "spec_decode_num_accepted_tokens": self.num_accepted_tokens,
+                "spec_decode_num_requests": self.num_requests,
+                "spec_decode_request_acceptance_rate_sum": self.acceptance_rate_sum,
+                "spec_decode_request_mean_accepted_length_sum": self.accepted_length_sum}
+
+    def finish_request(self, seqs: list[Sequence]) -> None:
+        """A finished request's acceptance, counted once per sample that verified a draft:
+        its acceptance rate (draft ids kept / verified) and mean accepted length (tokens per
+        verified draft, the sampled one included: vLLM's 1 + accepted / drafts)."""
+        for seq in seqs:
+            drafts, tokens, kept = seq.spec_counts
+            if drafts:
+                self.num_requests += 1
+                self.acceptance_rate_sum += kept / tokens if tokens else 0.0
+                self.accepted_length_sum += 1 + kept / drafts
 
     # ---- after a step: drafts for the next one ----
     def propose(self, seqs: list[Sequence]) -> None:
