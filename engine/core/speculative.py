@@ -17,6 +17,10 @@ under the grammar mask of the state the draft leads to (`RequestGrammar.masks_al
 row's matcher accepts the draft token by token, fills a mask after each, with the repeated-key
 checks of free-form objects on a copy of the key tracker, and rolls back). The row keeps the draft's prefix that
 the samples reproduce plus the first sample that differs (or one more after the whole draft).
+Per verify step that is: one lm_head call over every position, row by row (the runner's
+`verify_starts`), the masks written in place into one (N, W) bitmask, one sampler call over
+the N positions, and `kernels.accept_drafts` over rows x positions (on the device one kernel
+and one (2, B) read back; on CPU its loop on the host ids the sampler read).
 
 Why this is exact at any temperature: a draft here is one fixed token per position, and the
 row keeps a position's token only if its own sample equals it; so each kept token is a sample
