@@ -130,6 +130,23 @@ class ServerMetrics:
             "thinkgate_spec_decode_num_accepted_tokens", "Of those, tokens kept: each was the "
             "sample of its position", ["model_name"], registry=self.registry,
         ).labels(**labels)
+        # per finished request (each sample that verified a draft): count and sums, so a
+        # scraper divides for the mean acceptance rate and accepted length per request
+        self.spec_requests = Gauge(
+            "thinkgate_spec_decode_requests", "Finished requests (samples) that verified a "
+            "draft (cumulative)", ["model_name"], registry=self.registry,
+        ).labels(**labels)
+        self.spec_rate_sum = Gauge(
+            "thinkgate_spec_decode_request_acceptance_rate_sum", "Sum over those requests of "
+            "each one's draft tokens kept / verified (divide by thinkgate_spec_decode_requests)",
+            ["model_name"], registry=self.registry,
+        ).labels(**labels)
+        self.spec_length_sum = Gauge(
+            "thinkgate_spec_decode_request_mean_accepted_length_sum", "Sum over those requests "
+            "of each one's tokens per verified draft, the sampled one included (vLLM's mean "
+            "acceptance length; divide by thinkgate_spec_decode_requests)", ["model_name"],
+            registry=self.registry,
+        ).labels(**labels)
         self._engine_totals: dict[str, float] = {}
         self._engine_stats: Callable[[], dict[str, float]] | None = None
 
@@ -165,6 +182,10 @@ class ServerMetrics:
                                                  backend=backend).inc(
                         max(0, total - self._engine_totals.get(key, 0)))
                     self._engine_totals[key] = total
+            if "spec_decode_num_requests" in stats:
+                self.spec_requests.set(stats["spec_decode_num_requests"])
+                self.spec_rate_sum.set(stats["spec_decode_request_acceptance_rate_sum"])
+                self.spec_length_sum.set(stats["spec_decode_request_mean_accepted_length_sum"])
             if "grammar_cache_entries" in stats:
                 self.grammar_cache.set(stats["grammar_cache_entries"])
                 self.schema_cache.set(stats.get("schema_cache_entries", 0))

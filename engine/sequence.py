@@ -84,6 +84,7 @@ class Sequence:
         # the next forward with it and kept only as far as that step's samples reproduce them;
         # the n-gram index the proposer keeps of this sequence's tokens (index, tokens indexed)
         self.draft_ids: list[int] = []
+        self.spec_counts = [0, 0, 0]  # its drafts verified, their draft ids, the ids kept
         self.ngram_index: tuple[dict[tuple[int, ...], int], int] = ({}, 0)
         self.draft_state: Any = None  # its drafts' acceptance (core/draft_policy.py)
         self.trace: list[Any] | None = [] if params.token_trace else None  # engine/core/token_trace.py

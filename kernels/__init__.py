@@ -24,9 +24,15 @@ from thinkgate.kernels.reasoning import (
     update_reasoning_state_triton,
 )
 from thinkgate.kernels.sampler import Sampled, SamplingTensors, sample
+from thinkgate.kernels.spec_accept import (
+    accept_drafts_ref,
+    accept_drafts_triton,
+    check_accept_inputs,
+)
 
 __all__ = [
     "ReasoningState",
+    "accept_drafts",
     "Sampled",
     "SamplingTensors",
     "apply_token_bitmask_inplace",
@@ -74,3 +80,16 @@ def update_reasoning_state(
         update_reasoning_state_triton(state, sampled_ids, slots)
     else:
         update_reasoning_state_ref(state, sampled_ids, slots)
+
+
+def accept_drafts(sampled: torch.Tensor, draft_ids: torch.Tensor, starts: torch.Tensor,
+                  lens: torch.Tensor, max_len: int, *, check: bool = True) -> torch.Tensor:
+    """Draft ids kept per row and the token after them, (2, B) int64 (see
+    `kernels/spec_accept.py`): `sampled` and `draft_ids` (N,) over rows x positions, row r's
+    positions from `starts[r]`, `lens[r]` <= `max_len` draft ids. `check=False` skips the
+    argument checks (the engine's inputs are valid by construction)."""
+    if check:
+        check_accept_inputs(sampled, draft_ids, starts, lens, max_len)
+    if use_triton(sampled):
+        return accept_drafts_triton(sampled, draft_ids, starts, lens, max_len)
+    return accept_drafts_ref(sampled, draft_ids, starts, lens)

@@ -9,6 +9,7 @@ CUDA launch specializes on, and what the matrix covers:
   all of them; plus one row (the launcher passes stride 0 there).
 - reasoning: ``slots`` or not x longest marker (1 token, 4 tokens) x batch of 1 row (Triton makes
   an int argument equal to 1 a constant) or more: 8.
+- spec_accept: draft width (the MAX_LEN constexpr: 1, 4, 8) x one row or more: 6.
 - sampler: 6 flags (mask, grammar rows, reasoning, slots, floor, logprobs), 3 dtypes and
   SPLITS in {1, 2, ..., 128} (`num_splits_for` at V <= 262,144 on 108-148 SMs) multiply to
   thousands, so the matrix takes the flag sets the engine and the public API use (below) in
@@ -57,6 +58,7 @@ def all_launches(record: Record) -> list:
     _bitmask(record, out)
     _reasoning(record, out)
     _sampler(record, out)
+    _spec_accept(record, out)
     _paged_attention(record, out)
     _paged_prefill(record, out)
     _moe(record, out)
@@ -184,6 +186,20 @@ def _reasoning(record: Record, out: list) -> None:
                 record(reasoning, "_update_reasoning_kernel", case, out,
                        lambda s=state, i=ids, sl=slots:
                        reasoning.update_reasoning_state_triton(s, i, sl))
+
+
+def _spec_accept(record: Record, out: list) -> None:
+    from thinkgate.kernels import spec_accept
+
+    # the constexpr is the draft width (num_speculative_tokens); one row is Triton's constant
+    for width in (1, 4, 8):
+        for rows in (1, 16):
+            sampled = torch.zeros(rows * (width + 1), dtype=torch.int64)
+            starts = torch.arange(rows, dtype=torch.int64) * (width + 1)
+            lens = torch.full((rows,), width, dtype=torch.int64)
+            record(spec_accept, "_accept_drafts_kernel", f"K={width} B={rows}", out,
+                   lambda s=sampled, st=starts, ln=lens, w=width:
+                   spec_accept.accept_drafts_triton(s, s.clone(), st, ln, w))
 
 
 def _sampler(record: Record, out: list) -> None:

@@ -104,6 +104,12 @@ def make_output(request: Request) -> RequestOutput:
                 trace=trace,
             )
         )
+    drafts, tokens, kept = (sum(c) for c in zip(*(seq.spec_counts for seq in request.seqs)))
+    metrics = {} if not drafts else {  # speculative decoding: this request's drafts
+        "spec_decode_num_drafts": drafts, "spec_decode_num_draft_tokens": tokens,
+        "spec_decode_num_accepted_tokens": kept,
+        "spec_decode_acceptance_rate": kept / tokens if tokens else 0.0,
+        "spec_decode_mean_accepted_length": 1 + kept / drafts}
     return RequestOutput(
         request.request_id,
         request.prompt,
@@ -111,4 +117,5 @@ def make_output(request: Request) -> RequestOutput:
         completions,
         request.finished,
         num_cached_tokens=request.seqs[0].num_prompt_cached_tokens,
+        metrics=metrics,
     )

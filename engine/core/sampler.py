@@ -101,6 +101,20 @@ class Sampler:
                 out[i] = (chosen_lp[j], ranks[j], list(zip(top_ids[j][:n], top_lp[j][:n])))
         return SamplerOutput(token_list, out, reasoning)
 
+    def sample_ids(self, logits: torch.Tensor, seqs: list[Sequence],
+                   gate: GateInputs | None = None) -> torch.Tensor:
+        """The ids `__call__` samples, as a (B,) int64 tensor on the logits' device with no
+        read back: for steps without a reasoning gate or banned rows (a verify step's, whose
+        logprobs the caller computes). `logits` is modified in place."""
+        assert gate is None or (gate.reasoning is None and not gate.banned_rows)
+        if (logits.device.type == "cpu" and not use_triton(logits)
+                and (gate is None or gate.is_empty())):
+            ids = self._sample_plain(logits, seqs)
+            if ids is not None:
+                return torch.tensor(ids, dtype=torch.int64)
+        self._apply_processors(logits, seqs)
+        return self._sample(logits, seqs, gate or GateInputs())
+
     def _apply_processors(self, logits: torch.Tensor, seqs: list[Sequence]) -> None:
         for row, seq in enumerate(seqs):
             if not seq.has_logits_processors:

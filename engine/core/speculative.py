@@ -17,6 +17,10 @@ under the grammar mask of the state the draft leads to (`RequestGrammar.masks_al
 row's matcher accepts the draft token by token, fills a mask after each, with the repeated-key
 checks of free-form objects on a copy of the key tracker, and rolls back). The row keeps the draft's prefix that
 the samples reproduce plus the first sample that differs (or one more after the whole draft).
+Per verify step that is: one lm_head call over every position, row by row (the runner's
+`verify_starts`), the masks written in place into one (N, W) bitmask, one sampler call over
+the N positions, and `kernels.accept_drafts` over rows x positions (on the device one kernel
+and one (2, B) read back; on CPU its loop on the host ids the sampler read).
 
 Why this is exact at any temperature: a draft here is one fixed token per position, and the
 row keeps a position's token only if its own sample equals it; so each kept token is a sample
@@ -41,9 +45,17 @@ from typing import Any
 import torch
 from thinkgate.engine.config import SpeculativeConfig
 from thinkgate.engine.core.draft_policy import RowAcceptance, StepCosts, best_width
-from thinkgate.engine.core.sampler import Sampler, SamplerOutput, make_logprob_entry
+from thinkgate.engine.core.sampler import (
+    Sampler,
+    SamplerOutput,
+    forced_logprob_entries,
+    make_logprob_entry,
+)
 from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.structured.structured_output import GateInputs
+from thinkgate.kernels import accept_drafts
+from thinkgate.kernels.backend import use_triton
+from thinkgate.kernels.spec_accept import accept_drafts_host
 
 _ALL_ALLOWED = -1  # an int32 bitmask word with every bit set
 # a step whose drafts have some expected gain runs them after this many skipped steps anyway,
@@ -99,14 +111,34 @@ class Speculator:
         self.num_drafts = 0  # vLLM's spec_decode_num_drafts, _num_draft_tokens, _num_accepted
         self.num_draft_tokens = 0
         self.num_accepted_tokens = 0
+        # per finished sample that verified a draft (`finish_request`): their count, and the
+        # sums of their acceptance rates and mean accepted lengths (/metrics divides)
+        self.num_requests = 0
+        self.acceptance_rate_sum = 0.0
+        self.accepted_length_sum = 0.0
         self.costs = StepCosts()
         self._skipped = 0  # steps in a row whose drafts did not run although they might gain
         self._constrained = False  # whether a row of the next step is under a grammar
+        self._wide: torch.Tensor | None = None  # host bitmask of a verify step's positions
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, float]:
         return {"spec_decode_num_drafts": self.num_drafts,
                 "spec_decode_num_draft_tokens": self.num_draft_tokens,
-                "spec_decode_num_accepted_tokens": self.num_accepted_tokens}
+                "spec_decode_num_accepted_tokens": self.num_accepted_tokens,
+                "spec_decode_num_requests": self.num_requests,
+                "spec_decode_request_acceptance_rate_sum": self.acceptance_rate_sum,
+                "spec_decode_request_mean_accepted_length_sum": self.accepted_length_sum}
+
+    def finish_request(self, seqs: list[Sequence]) -> None:
+        """A finished request's acceptance, counted once per sample that verified a draft:
+        its acceptance rate (draft ids kept / verified) and mean accepted length (tokens per
+        verified draft, the sampled one included: vLLM's 1 + accepted / drafts)."""
+        for seq in seqs:
+            drafts, tokens, kept = seq.spec_counts
+            if drafts:
+                self.num_requests += 1
+                self.acceptance_rate_sum += kept / tokens if tokens else 0.0
+                self.accepted_length_sum += 1 + kept / drafts
 
     # ---- after a step: drafts for the next one ----
     def propose(self, seqs: list[Sequence]) -> None:
@@ -153,71 +185,124 @@ class Speculator:
         self.costs.note(rows, width, seconds, self._constrained)
 
     # ---- after the forward: sample every draft position ----
-    def verify(self, logits: torch.Tensor, draft_logits: dict[int, torch.Tensor],
-               seqs: list[Sequence], gate: GateInputs | None, sampler: Sampler,
-               decode: Any, jump_forward: Any = None) -> SamplerOutput:
+    def verify(self, logits: torch.Tensor, starts: list[int], seqs: list[Sequence],
+               gate: GateInputs | None, sampler: Sampler, decode: Any,
+               jump_forward: Any = None) -> SamplerOutput:
         """One token per row as the sampler would give it, plus each row's kept draft ids in
         its `forced_ids` (accepted by its grammar; their logprob entries already recorded).
-        `logits` (B, V): each drafted row's logits at its last real token; `draft_logits`:
-        row -> (k, V) logits after each draft id. `jump_forward(seq)`: whether jump-forward
-        writes the text the row's grammar forces (the engine's own test)."""
+        `logits` (N, V): row r's positions from `starts[r]`, its last real token's then one
+        after each of its draft ids (model_runner.py). `jump_forward(seq)`: whether
+        jump-forward writes the text the row's grammar forces (the engine's own test).
+
+        Every position is sampled in one call under its own mask; acceptance runs over rows x
+        positions at once (`kernels.accept_drafts`: on the device the step reads back one
+        (2, B) tensor; on CPU the ids are host values and its loop runs on lists)."""
         if gate is not None and (gate.reasoning is not None or gate.banned_rows):
             for seq in seqs:  # a thinking row: the device gate maps a row to a slot; no drafts
                 seq.draft_ids = []
-            return sampler(logits, seqs, gate)
-        base = gate.bitmask if gate is not None else None
-        base_rows = gate.grammar_rows if gate is not None else None
-        extras: list[torch.Tensor | None] = []
-        for seq in seqs:  # each draft cut where its grammar ends it, with the masks along it
-            structured, extra = seq.structured_state, None
-            if seq.draft_ids and structured is not None and structured.constrained:
-                jumps = jump_forward is not None and jump_forward(seq)
-                seq.draft_ids, extra = structured.masks_along(seq.draft_ids, self.words, jumps)
-            extras.append(extra)
-        pieces, positions, masks, applies, spans = [], [], [], [], []
-        masked = base is not None or any(e is not None for e in extras)
-        for row, (seq, extra) in enumerate(zip(seqs, extras)):
-            draft = seq.draft_ids
-            spans.append((len(positions), len(draft)))
-            pieces.append(logits[row:row + 1])
-            if draft:  # rows that draft have no logits processors (`_may_draft`)
-                pieces.append(draft_logits[row][:len(draft)])
+            return sampler(logits[torch.tensor(starts, device=logits.device)], seqs, gate)
+        num = logits.shape[0]
+        spans = [len(seq.draft_ids) + 1 for seq in seqs]  # each row's positions
+        wide_gate, cuts = self._masks(seqs, starts, num, gate, jump_forward)
+        positions: list[Any] = []
+        drafts: list[int] = []  # (N,): the draft id each position's sample is compared with
+        for seq, span, cut in zip(seqs, spans, cuts):
+            if span > 1:  # rows that draft have no logits processors (`_may_draft`)
                 positions.extend(_Position(seq.params, seq.seed, seq.num_output_tokens + j,
-                                           seq.plain_temperature) for j in range(len(draft) + 1))
+                                           seq.plain_temperature) for j in range(span))
+                drafts.extend(seq.draft_ids)  # (cut by the grammar: `cut` ids)
+                drafts.extend([-1] * (span - cut))
             else:  # the row itself: its processors apply as in any step
                 positions.append(seq)
-            if masked:
-                applies_here = extra is not None or (
-                    base is not None and (base_rows is None or bool(base_rows[row])))
-                applies.extend([applies_here] * (len(draft) + 1))
-                masks.append(base[row:row + 1].cpu() if base is not None else self._allowed(1))
-                if draft:
-                    masks.append(extra if extra is not None else self._allowed(len(draft)))
-        expanded = torch.cat(pieces)
-        wide_gate = None
-        if masked and any(applies):
-            device = logits.device
-            wide_gate = GateInputs(bitmask=torch.cat(masks).to(device),
-                                   grammar_rows=torch.tensor(applies, device=device))
-        sampled = sampler(expanded, positions, wide_gate)  # type: ignore[arg-type]
-        token_ids: list[int] = []
-        entries: list[Any] = []
-        for seq, (start, k) in zip(seqs, spans):
-            got = sampled.token_ids[start:start + k + 1]
-            kept = 0
-            while kept < k and got[kept] == seq.draft_ids[kept]:
-                kept += 1
-            if k:  # (a row without a draft keeps its jump-forward ids, if any)
-                if seq.draft_state is not None:
-                    seq.draft_state.note(kept, kept + (kept < k))
-                self.num_drafts += 1
-                self.num_draft_tokens += k
-                self.num_accepted_tokens += kept
-                self._keep(seq, seq.draft_ids[:kept], sampled.logprobs[start:start + kept],
-                           decode)
-            token_ids.append(got[kept])
-            entries.append(sampled.logprobs[start + kept])
-        return SamplerOutput(token_ids, entries)
+                drafts.append(-1)
+        device = logits.device
+        want = [(row, seq) for row, seq in enumerate(seqs) if seq.params.logprobs is not None]
+        raw = None
+        if want:  # the raw distribution's rows, before sampling masks them (sampler.py)
+            index = [i for row, seq in want
+                     for i in range(starts[row], starts[row] + len(seq.draft_ids) + 1)]
+            raw = logits[torch.tensor(index, device=device)]
+        sampled = sampler.sample_ids(logits, positions, wide_gate)  # type: ignore[arg-type]
+        b = len(seqs)
+        if use_triton(sampled):  # on the device: one kernel, one (2, B) read back
+            host = torch.tensor(drafts + starts + cuts, dtype=torch.int64).to(device)
+            accepted, token_ids = accept_drafts(
+                sampled, host[:num], host[num:num + b], host[num + b:],
+                self.config.num_speculative_tokens, check=False).tolist()
+        else:  # CPU: the ids are host values already; the twin's loop on lists
+            accepted, token_ids = accept_drafts_host(sampled.tolist(), drafts, starts, cuts)
+        entries: list[Any] = [None] * b
+        if raw is not None:
+            entries = self._logprobs(raw, want, accepted, token_ids, entries)
+        for row, seq in enumerate(seqs):
+            k, kept = len(seq.draft_ids), accepted[row]
+            if not k:  # (a row without a draft keeps its jump-forward ids, if any)
+                continue
+            if seq.draft_state is not None:
+                seq.draft_state.note(kept, kept + (kept < cuts[row]))
+            self.num_drafts += 1
+            self.num_draft_tokens += cuts[row]
+            self.num_accepted_tokens += kept
+            seq.spec_counts[0] += 1
+            seq.spec_counts[1] += cuts[row]
+            seq.spec_counts[2] += kept
+            kept_entries = entries[row][0] if entries[row] is not None else []
+            self._keep(seq, seq.draft_ids[:kept], kept_entries, decode)
+        return SamplerOutput(token_ids, [e[1] if e is not None else None for e in entries])
+
+    def _masks(self, seqs: list[Sequence], starts: list[int], num: int, gate: GateInputs | None,
+               jump_forward: Any) -> tuple[GateInputs | None, list[int]]:
+        """The (N, W) bitmask of every position (each row's step mask at its first position,
+        the masks along its draft after it, written in place by the grammar) and each row's
+        draft length after its grammar's cut."""
+        cuts = [len(seq.draft_ids) for seq in seqs]
+        base = gate.bitmask if gate is not None else None
+        if base is None and not any(_constrained(seq) for seq in seqs if seq.draft_ids):
+            return None, cuts
+        wide = self._wide_buffer(num)
+        applies: list[bool] = []
+        base_rows = gate.grammar_rows.tolist() if gate is not None and (
+            gate.grammar_rows is not None) else None
+        if base is not None:
+            wide[torch.tensor(starts)] = base.cpu()
+        for row, seq in enumerate(seqs):
+            k, first = len(seq.draft_ids), starts[row]
+            applies_here = base is not None and (base_rows is None or bool(base_rows[row]))
+            if k and _constrained(seq):
+                jumps = jump_forward is not None and jump_forward(seq)
+                structured = seq.structured_state
+                seq.draft_ids, _ = structured.masks_along(  # type: ignore[union-attr]
+                    seq.draft_ids, self.words, jumps, wide[first + 1:first + 1 + k])
+                cuts[row] = len(seq.draft_ids)
+                applies_here = True
+            applies.extend([applies_here] * (k + 1))
+        if not any(applies):
+            return None, cuts
+        device = gate.bitmask.device if base is not None else torch.device("cpu")
+        return GateInputs(bitmask=wide.to(device),
+                          grammar_rows=torch.tensor(applies).to(device)), cuts
+
+    def _wide_buffer(self, num: int) -> torch.Tensor:
+        """Rows [0, num) of a reused (N, W) host bitmask, every bit set."""
+        if self._wide is None or self._wide.shape[0] < num:
+            self._wide = torch.empty((max(num, 64), self.words), dtype=torch.int32)
+        wide = self._wide[:num]
+        wide.fill_(_ALL_ALLOWED)
+        return wide
+
+    @staticmethod
+    def _logprobs(raw: torch.Tensor, want: list[tuple[int, Sequence]], accepted: list[int],
+                  token_ids: list[int], entries: list[Any]) -> list[Any]:
+        """Per row that asks: (entries of its kept draft ids, entry of its next token), from
+        `raw` (the raw logits of those rows' positions, row after row)."""
+        at = 0
+        for row, seq in want:
+            kept = accepted[row]
+            ids = seq.draft_ids[:kept] + [max(token_ids[row], 0)]
+            got = forced_logprob_entries(raw[at:at + kept + 1], ids, seq.params.logprobs or 0)
+            entries[row] = (got[:kept], got[kept])
+            at += len(seq.draft_ids) + 1
+        return entries
 
     def _keep(self, seq: Sequence, kept: list[int], entries: list[Any], decode: Any) -> None:
         """The kept draft ids become `forced_ids`: the grammar accepts them now (its matcher
@@ -234,8 +319,11 @@ class Speculator:
                 seq.logprobs.append(make_logprob_entry(token, entry, decode))
                 seq.cumulative_logprob += entry[0]
 
-    def _allowed(self, rows: int) -> torch.Tensor:
-        return torch.full((rows, self.words), _ALL_ALLOWED, dtype=torch.int32)
+
+
+def _constrained(seq: Sequence) -> bool:
+    structured = seq.structured_state
+    return structured is not None and structured.constrained
 
 
 def _may_draft(seq: Sequence) -> bool:

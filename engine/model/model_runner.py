@@ -58,8 +58,10 @@ class ModelRunner:
         # jump-forward: batch row -> (k, V) float32 logits predicting each of its k forced ids
         # (only rows whose request asks for logprobs), from the last forward
         self.forced_logits: dict[int, torch.Tensor] = {}
-        # speculative decoding: batch row -> (k, V) float32 logits after each of its k draft ids
-        self.draft_logits: dict[int, torch.Tensor] = {}
+        # speculative decoding: on a verify step, where each row's positions start in the
+        # (N, V) logits `forward` returns (its last token, then one after each draft id); None
+        # on other steps
+        self.verify_starts: list[int] | None = None
         self.logprobs_of_forced = not self.full_sequence  # the fallback keeps last logits only
         # eager forwards of at least `PREFILL_TOKENS` new tokens (long_forward.py) run on this
         # many torch threads when more than the steady count (set by the engine core for small
@@ -117,9 +119,10 @@ class ModelRunner:
 
     @torch.inference_mode()
     def forward(self, batch: ScheduledBatch) -> torch.Tensor:
-        """Logits (B, V) float32 for the next token of every scheduled sequence."""
+        """Logits (B, V) float32 for the next token of every scheduled sequence; on a verify
+        step (rows with draft ids) (N, V), each row's positions from `verify_starts[row]`."""
         self.forced_logits = {}
-        self.draft_logits = {}
+        self.verify_starts = None
         if self.full_sequence:
             return self._forward_full(batch.seqs)
         ragged = not batch.is_prefill and any(seq.forced_ids or seq.draft_ids
@@ -132,8 +135,11 @@ class ModelRunner:
         if store is not None:
             for seq in batch.seqs:
                 store.load(seq)  # cached prefix blocks into the row, before the forward reads it
+        drafted = ragged and any(seq.draft_ids for seq in batch.seqs)  # a verify step
+        gather = None
         if batch.is_prefill or ragged:
-            input_ids, positions, slots, last = self._prepare_prefill(batch.seqs)
+            input_ids, positions, slots, last, gather = self._prepare_prefill(batch.seqs,
+                                                                              drafted)
         else:
             input_ids, positions, slots, last = self._prepare_decode(batch.seqs)
         block_tables = None if self.contiguous else self._block_tables(batch.seqs)
@@ -145,7 +151,6 @@ class ModelRunner:
         meta = build_attention_metadata(
             positions, slots, block_tables, context_lens, fresh, row_start, self.paged_kernels
         )
-        drafted = ragged and any(seq.draft_ids for seq in batch.seqs)  # a verify step
         if drafted and meta.context_lens is None:
             meta = dataclasses.replace(meta, packed_queries=True)
         run = self.model
@@ -175,32 +180,13 @@ class ModelRunner:
         if store is not None:
             for seq in batch.seqs:
                 store.save(seq, seq.num_tokens)  # every token's K/V is in the row now
-        if drafted:
-            assert last is not None
-            return self._verify_logits(batch.seqs, hidden, last)
+        if gather is not None:  # every position of every row, in one lm_head call
+            return self.model.compute_logits(hidden.reshape(-1, hidden.shape[-1])[gather])
         if last is not None:
             hidden = hidden[torch.arange(len(batch.seqs), device=self.device), last]
         else:
             hidden = hidden[:, -1]
         return self.model.compute_logits(hidden)
-
-    def _verify_logits(self, seqs: list[Sequence], hidden: torch.Tensor,
-                       last: torch.Tensor) -> torch.Tensor:
-        """A verify step's logits (B, V) at each row's last real token (`last`), and in
-        `draft_logits` those after each draft id of each drafted row: one lm_head call."""
-        ends = last.tolist()
-        rows, cols = list(range(len(seqs))), list(ends)
-        spans = [(row, len(seq.draft_ids)) for row, seq in enumerate(seqs) if seq.draft_ids]
-        for row, k in spans:
-            rows.extend([row] * k)
-            cols.extend(range(ends[row] + 1, ends[row] + 1 + k))
-        index = self._tensor(rows + cols).view(2, -1)
-        logits = self.model.compute_logits(hidden[index[0], index[1]])
-        start = len(seqs)
-        for row, k in spans:
-            self.draft_logits[row] = logits[start:start + k]
-            start += k
-        return logits[:len(seqs)]
 
     def _keep_forced_logits(
         self, seqs: list[Sequence], hidden: torch.Tensor, last: torch.Tensor | None
@@ -235,26 +221,46 @@ class ModelRunner:
         assert batch.seqs[-1].kv_row == first + len(batch.seqs) - 1, "rows must be packed"
 
     def _prepare_prefill(
-        self, seqs: list[Sequence]
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        self, seqs: list[Sequence], drafted: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(ids, positions, slots, last, gather): `last` the position predicting each row's
+        next token (a draft's ids come after it); with `drafted`, `gather` indexes the flat
+        (B * width) hidden rows of every row's last token and draft positions, row by row
+        (`verify_starts` says where each row's begin), else None. One host-to-device copy."""
         lengths = [seq.num_scheduled_tokens - seq.num_cached_tokens for seq in seqs]
         width = max(lengths)
         scratch = self.scratch_block * self.block_size
-        ids, positions, slots = [], [], []
-        for seq, length in zip(seqs, lengths):
+        ids: list[int] = []
+        positions: list[int] = []
+        slots: list[int] = []
+        last: list[int] = []
+        gather: list[int] = []
+        starts: list[int] = []
+        for row, (seq, length) in enumerate(zip(seqs, lengths)):
             start, end = seq.num_cached_tokens, seq.num_scheduled_tokens
             pad = width - length
             ids.extend(seq.token_ids[start:] + seq.forced_ids + seq.draft_ids + [0] * pad)
-            positions.extend(list(range(start, end)) + [0] * pad)
-            slots.extend([self._slot(seq, p) for p in range(start, end)] + [scratch] * pad)
-        shape = (len(seqs), width)
-        return (
-            self._tensor(ids).view(shape),
-            self._tensor(positions).view(shape),
-            self._tensor(slots),
-            # the position predicting the next token: a draft's ids come after it
-            self._tensor([n - 1 - len(seq.draft_ids) for seq, n in zip(seqs, lengths)]),
-        )
+            positions.extend(range(start, end))
+            positions.extend([0] * pad)
+            if self.contiguous:  # a row's slots are consecutive
+                base = seq.kv_row * self.block_size  # type: ignore[operator]
+                slots.extend(range(base + start, base + end))
+            else:
+                slots.extend(self._slot(seq, p) for p in range(start, end))
+            slots.extend([scratch] * pad)
+            k = len(seq.draft_ids)
+            last.append(length - 1 - k)
+            if drafted:
+                starts.append(len(gather))
+                at = row * width + length - 1 - k
+                gather.extend(range(at, at + k + 1))
+        if drafted:
+            self.verify_starts = starts
+        n, b = len(ids), len(seqs)
+        packed = self._tensor(ids + positions + slots + last + gather)
+        shape = (b, width)
+        return (packed[:n].view(shape), packed[n:2 * n].view(shape), packed[2 * n:3 * n],
+                packed[3 * n:3 * n + b], packed[3 * n + b:] if drafted else None)
 
     def _prepare_decode(
         self, seqs: list[Sequence]

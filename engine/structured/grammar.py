@@ -126,16 +126,17 @@ class RequestGrammar:
         self._terminated = self.matcher.is_terminated()
         return True
 
-    def masks_along(self, draft: list[int], words: int, jumps: bool
-                    ) -> tuple[list[int], torch.Tensor]:
+    def masks_along(self, draft: list[int], words: int, jumps: bool,
+                    out: torch.Tensor | None = None) -> tuple[list[int], torch.Tensor]:
         """Speculative decoding (engine/speculative.py): the draft cut before the first id the
         grammar rejects (and after one that ends it), with the mask after each kept id, as a
         step would fill it (the repeated-key checks on a copy of the key tracker); the matcher
         is back where it was. With `jumps` (jump-forward applies to the row) the draft is also
         cut before an id after which the grammar forces text: plain decoding writes that text
-        as jump-forward ids, not samples."""
+        as jump-forward ids, not samples. The masks go to `out` ((len(draft), words) int32,
+        contiguous rows) when given."""
         matcher = self.matcher
-        buf = torch.empty(len(draft), words, dtype=torch.int32)
+        buf = torch.empty(len(draft), words, dtype=torch.int32) if out is None else out
         tracker = self.keys[0].copy() if self.keys is not None else None
         n = 0
         for token in draft:

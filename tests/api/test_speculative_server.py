@@ -58,3 +58,10 @@ def test_structured_and_streamed_answers_equal_the_plain_servers(servers) -> Non
     accepted = re.search(r"^thinkgate_spec_decode_num_accepted_tokens_total\{[^}]*\} (\S+)",
                          metrics, re.MULTILINE)
     assert accepted is not None and float(accepted.group(1)) > 0
+    per_request = {name: float(re.search(rf"^thinkgate_spec_decode_{name}\{{[^}}]*\}} (\S+)",
+                                         metrics, re.MULTILINE).group(1))  # type: ignore[union-attr]
+                   for name in ("requests", "request_acceptance_rate_sum",
+                                "request_mean_accepted_length_sum")}
+    assert per_request["requests"] > 0
+    assert 0 < per_request["request_acceptance_rate_sum"] <= per_request["requests"]
+    assert per_request["request_mean_accepted_length_sum"] > per_request["requests"]

@@ -53,12 +53,25 @@ def _same(base: LLM, spec: LLM, prompts: list[Any], params: SamplingParams) -> l
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_drafts_are_kept_and_the_tokens_are_plain_decodings(llm: LLM, spec: LLM,
                                                             temperature: float) -> None:
-    before = _accepted(spec)
-    _same(llm, spec, REPEATING, SamplingParams(temperature=temperature, seed=11,
-                                               max_tokens=48, ignore_eos=True))
+    before = spec.llm_engine.stats()
+    got = _same(llm, spec, REPEATING, SamplingParams(temperature=temperature, seed=11,
+                                                     max_tokens=48, ignore_eos=True))
     stats = spec.llm_engine.stats()
     assert stats["spec_decode_num_drafts"] > 0
-    assert _accepted(spec) > before  # tokens really came from drafts
+    assert _accepted(spec) > before["spec_decode_num_accepted_tokens"]  # kept from drafts
+    # each request's own counts: they add up to the engine's, and its rate and length follow
+    mine = [o.metrics for o in got if o.metrics]
+    for key in ("spec_decode_num_drafts", "spec_decode_num_draft_tokens",
+                "spec_decode_num_accepted_tokens"):
+        assert sum(m[key] for m in mine) == stats[key] - before[key]
+    for m in mine:
+        kept = m["spec_decode_num_accepted_tokens"]
+        assert m["spec_decode_acceptance_rate"] == kept / m["spec_decode_num_draft_tokens"]
+        assert m["spec_decode_mean_accepted_length"] == 1 + kept / m["spec_decode_num_drafts"]
+    assert stats["spec_decode_num_requests"] - before["spec_decode_num_requests"] == len(mine)
+    rate_sum = (stats["spec_decode_request_acceptance_rate_sum"]
+                - before["spec_decode_request_acceptance_rate_sum"])
+    assert rate_sum == pytest.approx(sum(m["spec_decode_acceptance_rate"] for m in mine))
 
 
 def test_stops_and_max_tokens_inside_a_draft(llm: LLM, spec: LLM) -> None:
