@@ -17,12 +17,12 @@ from typing import Any
 from thinkgate.benchmarks.training.task import Task
 from thinkgate.benchmarks.training.tasks_json import json_task
 from thinkgate.benchmarks.training.tasks_plain import copy_task, plain_task, short_json_task
-from thinkgate.benchmarks.training.tasks_tools import TOOLS, result_task, tool_task
+from thinkgate.benchmarks.training.tasks_tools import TOOLS, forced_task, result_task, tool_task
 from thinkgate.benchmarks.training.values import Values
 
 MODELS = ("demo", "reasoner")
-KINDS = ("tool", "json", "result", "plain", "copy", "short_json")
-_WEIGHTS = {"demo": (33, 22, 14, 14, 12, 5), "reasoner": (25, 20, 15, 28, 12, 3)}
+KINDS = ("tool", "json", "result", "plain", "copy", "short_json", "forced")
+_WEIGHTS = {"demo": (33, 22, 14, 14, 12, 5, 3), "reasoner": (25, 20, 15, 28, 12, 3, 2)}
 COMPACT_SHARE = 0.25  # tool answers written as a forced call's grammar writes them
 _SYSTEMS = ["You are a helpful assistant.", "Be brief.", "You are a careful assistant.",
             "Answer the user."]
@@ -51,6 +51,8 @@ def draw_task(v: Values, model: str, kind: str) -> Task:
         return copy_task(v)
     if kind == "short_json":
         return short_json_task(v)
+    if kind == "forced":
+        return forced_task(v)
     return plain_task(v, reasoning=model == "reasoner")
 
 
