@@ -50,6 +50,7 @@ def test_the_readme_marks_its_examples() -> None:
         assert (name, False) in blocks and (name, True) in blocks, name
 
 
+@pytest.mark.slow  # each example builds its own LLM() (~10 s here): `make test-slow` runs them
 @pytest.mark.parametrize("name", ["python-api", "chat-tools"])
 def test_python_example_prints_what_the_readme_shows(name: str) -> None:
     blocks = _blocks()
