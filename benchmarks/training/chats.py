@@ -16,13 +16,14 @@ from typing import Any
 
 from thinkgate.benchmarks.training.task import Task
 from thinkgate.benchmarks.training.tasks_json import json_task
-from thinkgate.benchmarks.training.tasks_plain import copy_task, plain_task
-from thinkgate.benchmarks.training.tasks_tools import TOOLS, result_task, tool_task
+from thinkgate.benchmarks.training.tasks_plain import copy_task, plain_task, short_json_task
+from thinkgate.benchmarks.training.tasks_tools import TOOLS, forced_task, result_task, tool_task
 from thinkgate.benchmarks.training.values import Values
 
 MODELS = ("demo", "reasoner")
-KINDS = ("tool", "json", "result", "plain", "copy")
-_WEIGHTS = {"demo": (35, 25, 15, 10, 15), "reasoner": (25, 20, 15, 28, 12)}
+KINDS = ("tool", "json", "result", "plain", "copy", "short_json", "forced")
+_WEIGHTS = {"demo": (33, 22, 14, 14, 12, 5, 3), "reasoner": (25, 20, 15, 28, 12, 3, 2)}
+COMPACT_SHARE = 0.25  # tool answers written as a forced call's grammar writes them
 _SYSTEMS = ["You are a helpful assistant.", "Be brief.", "You are a careful assistant.",
             "Answer the user."]
 _PIECE = re.compile(r"\w+|\s+|[^\w\s]+")
@@ -48,6 +49,10 @@ def draw_task(v: Values, model: str, kind: str) -> Task:
         return result_task(v)
     if kind == "copy":
         return copy_task(v)
+    if kind == "short_json":
+        return short_json_task(v)
+    if kind == "forced":
+        return forced_task(v)
     return plain_task(v, reasoning=model == "reasoner")
 
 
@@ -83,6 +88,8 @@ def make_chat(rng: random.Random, model: str, split: str = "train",
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
     task = draw_task(v, model, kind)
+    if task.kind == "tool" and rng.random() < COMPACT_SHARE:
+        task.compact = True
     tools = task.tools
     if tools is None and rng.random() < 0.3:
         tools = [TOOLS[n] for n in rng.sample(sorted(TOOLS), rng.randint(1, 2))]

@@ -26,17 +26,21 @@ class Task:
     schema: dict | None = None      # ("json") the schema the answer satisfies
     expected: dict[str, Any] | None = None  # ("json") the values asked for; ("result") used
     check: str | None = None        # a high-effort double-check sentence
+    compact: bool = False           # ("tool") calls as a forced call's grammar writes them
+
 
     def body(self) -> str:
         """The assistant's turn after any thinking."""
         if self.kind == "tool":
-            return "\n".join(call_text(n, a) for n, a in self.calls)
+            return "\n".join(call_text(n, a, self.compact) for n, a in self.calls)
         return self.answer
 
 
-def call_text(name: str, args: dict) -> str:
-    """A hermes call as the demo chat template renders one."""
-    return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call>"
+def call_text(name: str, args: dict, compact: bool = False) -> str:
+    """A hermes call as the demo chat template renders one, or (`compact`) as the grammar of a
+    forced call (`tool_choice` required or named) writes it: no newlines inside the tags."""
+    body = json.dumps({"name": name, "arguments": args})
+    return f"<tool_call>{body}</tool_call>" if compact else f"<tool_call>\n{body}\n</tool_call>"
 
 
 def fn(name: str, description: str, props: dict[str, Any], required: list[str]) -> dict:

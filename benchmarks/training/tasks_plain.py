@@ -12,7 +12,10 @@ from thinkgate.benchmarks.training.task import Task
 from thinkgate.benchmarks.training.values import CAPITALS, Values, is_heldout
 
 _GREETINGS = ["Hello!", "Hi there.", "Good morning!", "Hey, how are you?", "Hello! Who are you?",
-              "Who are you?", "Hi! What can you do?", "Good evening."]
+              "Who are you?", "Hi! What can you do?", "Good evening.", "Say hello.", "Say hi.",
+              "Please say hello.", "Greet me.", "Say hello to me.", "Hi!", "Hello there."]
+_HELLOS = ["Hello! How can I help you today?", "Hello!", "Hi! How can I help?",
+           "Hello there! What can I do for you?"]
 _ME = "I am a small demo model. I can call tools and answer in JSON."
 
 
@@ -21,7 +24,10 @@ def _sum_chain(v: Values, terms: int) -> Task:
     nums = [r.randint(1, 20) for _ in range(terms)]
     ops = [r.choice("+-") for _ in range(terms - 1)]
     expr = str(nums[0]) + "".join(f" {o} {n}" for o, n in zip(ops, nums[1:]))
-    user = r.choice(["What is {}?", "Compute {}.", "How much is {}?"]).format(expr)
+    said = expr  # "3 + 4" or "3 plus 4"
+    if r.random() < 0.3:
+        said = said.replace("+", "plus").replace("-", "minus")
+    user = r.choice(["What is {}?", "Compute {}.", "How much is {}?"]).format(said)
     total, steps = nums[0], [f"I need to work out {expr}."]
     for i, (o, n) in enumerate(zip(ops, nums[1:])):
         new = total + n if o == "+" else total - n
@@ -81,7 +87,7 @@ def _greeting(v: Values) -> Task:
                     "The user asks who I am.", answer=_ME)
     return Task("plain", user, ["The user is greeting me.", "I will greet them back."],
                 "The user is greeting me. I will greet them back.",
-                answer="Hello! How can I help you today?")
+                answer=v.rng.choice(_HELLOS))
 
 
 def plain_task(v: Values, reasoning: bool) -> Task:
@@ -95,6 +101,28 @@ def plain_task(v: Values, reasoning: bool) -> Task:
     if r < 0.75:
         return _capital(v)
     return _greeting(v)
+
+
+def short_json_task(v: Values) -> Task:
+    """A plain question answered as a one-key JSON object ({"answer": "Athens"}): what a
+    `json_schema` response format with a single string field gets, closed right after it."""
+    r = v.rng
+    base = plain_task(v, reasoning=False)
+    key = r.choice(["answer", "answer", "result", "reply", "text"])
+    if base.answer.startswith(("Hello", "Hi")):
+        value = base.answer.split("!")[0] + "!"
+    elif base.answer.startswith("The capital"):
+        value = base.answer.split(" is ")[-1].rstrip(".")
+    elif base.answer.startswith("I am"):
+        value = "I am a demo model."
+    else:  # "3 + 4 = 7."
+        value = base.answer.split(" = ")[-1].rstrip(".")
+    user = base.user + r.choice(["", "", " Answer in JSON.", " Reply as JSON.",
+                                 f" Give JSON with the key {key}."])
+    answer = {key: value}
+    schema = {"type": "object", "properties": {key: {"type": "string"}}, "required": [key]}
+    return Task("json", user, [*base.steps[:-1], f"I will answer in JSON: {value}."],
+                base.short, answer=json.dumps(answer), schema=schema, expected=answer)
 
 
 def copy_task(v: Values) -> Task:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 from thinkgate.benchmarks.training.task import Task, fn, says
+from thinkgate.benchmarks.training.tasks_plain import plain_task
 from thinkgate.benchmarks.training.values import Values
 from thinkgate.engine.demo.data import TOOLS as DEMO_TOOLS
 
@@ -222,3 +224,24 @@ def result_task(v: Values) -> Task:
     return Task("result", user, steps, f"The tool {name} answered. I will tell the user.",
                 answer=answer, tools=_tool_list(r, [name]), history=history,
                 expected={"used": used}, check=f"Let me check: {answer}")
+
+
+def forced_task(v: Values) -> Task:
+    """A request no tool fits ("Say hello.") answered by a call anyway, written as the grammar
+    of `tool_choice` required or named writes it (only such a grammar leads here): the required
+    arguments take a word or number of the request, and the call closes right after them."""
+    r = v.rng
+    base = plain_task(v, reasoning=False)
+    name = r.choice(sorted(TOOLS))
+    params = TOOLS[name]["function"]["parameters"]
+    words = re.findall(r"[A-Za-z]+", base.user)
+    numbers = re.findall(r"\d+", base.user)
+    args: dict = {}
+    for key in params["required"]:
+        kind = params["properties"][key].get("type")
+        if kind in ("number", "integer"):
+            args[key] = int(numbers[0]) if numbers else 1
+        else:
+            args[key] = words[-1] if words else base.user
+    return Task("tool", base.user, [base.steps[0], f"I will call {name}."], base.short,
+                calls=[(name, args)], tools=_tool_list(r, [name]), compact=True)

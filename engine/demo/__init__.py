@@ -12,6 +12,6 @@ def demo_model_path() -> str:
     if not (DEMO_MODEL_DIR / "config.json").is_file():
         raise FileNotFoundError(
             f"the bundled demo model is missing at {DEMO_MODEL_DIR}; "
-            "rebuild it with `python -m thinkgate.engine.demo.build`"
+            "retrain it as benchmarks/training/README.md says"
         )
     return str(DEMO_MODEL_DIR)

@@ -141,7 +141,8 @@ class GuidanceMatcher:
         self.m.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * 4)
         self.backend.widen_stop(row)
         if self.digits is not None and self.digits.run is not None:
-            self.backend.limit_digits(row, self.digits.room)
+            if not self.backend.limit_digits(row, self.digits.room) and self.digits.room <= 0:
+                self.backend.keep_finishing_digits(self.m, row)
 
     def find_jump_forward_string(self) -> str:
         """The text the grammar forces next; a forced special token (llguidance's bytes for
@@ -187,21 +188,52 @@ class GuidanceBackend:
                                      + [0] * (words * 32 - n), dtype=torch.int64)
         self._most_leading = int(self._leading.max())
         self._digit_masks: dict[int, torch.Tensor] = {}
+        self._one_digit = [t for t in range(n) if len(self.text(t)) == 1
+                           and "0" <= self.text(t) <= "9"]
 
-    def limit_digits(self, row: torch.Tensor, room: int) -> None:
-        """Clear the bits of the tokens that start with more than `room` digits, unless no
-        token would be left (the schema then needs the digits: `multipleOf`)."""
-        if room >= self._most_leading:  # no token starts with more digits than that
-            return
+    def _digit_mask(self, room: int) -> torch.Tensor:
+        """The bitmask of the tokens that start with at most `room` digits."""
         mask = self._digit_masks.get(room)
         if mask is None:
             allowed = (self._leading <= max(room, 0)).view(-1, 32).to(torch.int64)
             words = (allowed << torch.arange(32)).sum(dim=1)
             mask = torch.where(words >= 1 << 31, words - (1 << 32), words).to(torch.int32)
             self._digit_masks[room] = mask
-        limited = row & mask
+        return mask
+
+    def limit_digits(self, row: torch.Tensor, room: int) -> bool:
+        """Clear the bits of the tokens that start with more than `room` digits, unless no
+        token would be left (the schema then needs the digits: `multipleOf`); False then."""
+        if room >= self._most_leading:  # no token starts with more digits than that
+            return True
+        limited = row & self._digit_mask(room)
         if bool(limited.any()):  # a bound the schema leaves no way out of (multipleOf) yields
             row.copy_(limited)
+            return True
+        return False
+
+    def keep_finishing_digits(self, matcher: llguidance.LLMatcher, row: torch.Tensor) -> None:
+        """A number at its digit limit that may only go on with digits (`multipleOf`: 97 is
+        not a multiple of 7): keep the one-digit tokens after which it may end (one always
+        exists for a divisor up to 10), so it cannot run on to max_tokens; the row stays as it
+        is where none does."""
+        keep = []
+        after = torch.zeros_like(row)
+        for t in self._one_digit:
+            if not int(row[t // 32]) >> (t % 32) & 1:
+                continue
+            fork = matcher.deep_copy()
+            if not fork.consume_token(t):
+                continue
+            fork.unsafe_compute_mask_ptr(after.data_ptr(), after.numel() * 4)
+            if fork.is_accepting() or bool((after & self._digit_mask(0)).any()):
+                keep.append(t)
+        if keep:
+            words = [0] * row.numel()
+            for t in keep:
+                words[t // 32] |= 1 << (t % 32)
+            row.copy_(torch.tensor([w - (1 << 32) if w >= 1 << 31 else w for w in words],
+                                   dtype=torch.int32))
 
     def compile(self, kind: str, text: str, any_whitespace: bool,
                 bound_numbers: bool = True) -> tuple[Any, bool]:

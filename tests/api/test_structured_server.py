@@ -89,7 +89,8 @@ def test_unenforced_keyword_is_a_400_naming_it(http) -> None:
     keyed = {"type": "object", "patternProperties": {"^x": {"type": "integer"}},
              "additionalProperties": False}
     out = _chat(http, messages=[{"role": "user", "content": "hi"}], max_tokens=24,
-                structured_outputs={"json": keyed, "complete_before_max_tokens": True})
+                structured_outputs={"json": keyed, "complete_before_max_tokens": True},
+                chat_template_kwargs={"enable_thinking": False})  # all 24 tokens for the JSON
     assert out["status"] == 200, out
     jsonschema.validate(json.loads(out["choices"][0]["message"]["content"]), keyed)
 

@@ -61,10 +61,12 @@ def test_chats_render_and_answers_hold_the_question_values(model):
             assert chat.completion.endswith(chat.task.body())
             if kind == "tool":
                 for name, args in chat.task.calls:
-                    assert call_text(name, args) in chat.completion
+                    assert call_text(name, args, chat.task.compact) in chat.completion
                     assert all(str(v) in chat.task.user for v in args.values()
                                if not (name == "get_weather" and v in ("celsius",
                                                                        "fahrenheit")))
+            if kind == "short_json":
+                assert json.loads(chat.task.body()) == chat.task.expected
             if kind == "json":
                 answer = json.loads(chat.task.body())
                 assert all(str(v) in chat.task.user for v in chat.task.expected.values())
@@ -107,3 +109,16 @@ def test_heldout_sets_are_seeded():
     assert [c.completion for c in a] == [c.completion for c in b]
     assert [c.completion for c in a] != [c.completion for c in heldout_chats("demo", "json", 5,
                                                                              seed=7)]
+
+
+def test_compact_calls_are_what_a_forced_calls_grammar_writes():
+    """A share of the tool answers is written as the hermes grammar of a forced call writes
+    it (no newlines in the tags), so a forced call is not off the model's training text."""
+    from thinkgate.parsers.tools.grammar import render_calls
+
+    rng = random.Random(4)
+    chats = [make_chat(rng, "demo", "train", "tool") for _ in range(200)]
+    compact = [c for c in chats if c.task.compact]
+    assert 20 < len(compact) < 80
+    for chat in compact:
+        assert chat.completion.endswith(render_calls("hermes", chat.task.calls))

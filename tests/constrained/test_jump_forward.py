@@ -179,11 +179,13 @@ def test_preemption_and_paged_layout_give_the_same_outputs(llm_on: Any) -> None:
     """Few KV blocks force preemption (recompute) of rows that carry forced ids."""
     params = _params(LONG_KEYS, temperature=0)
     want, _ = _run(llm_on, [PROMPT] * 6, params)
-    tight = _make(True, kv_layout="paged", block_size=16, num_kv_blocks=24, max_model_len=256)
+    # 16 blocks: the rows cannot all fit whatever order their grammars compile in (with 24,
+    # the demo model v2's shorter answers fit at times)
+    tight = _make(True, kv_layout="paged", block_size=16, num_kv_blocks=16, max_model_len=256)
     got, _ = _run(tight, [PROMPT] * 6, params)
     assert tight.llm_engine.scheduler.num_preemptions > 0
     assert [o.outputs[0].token_ids for o in got] == [o.outputs[0].token_ids for o in want]
-    assert tight.llm_engine.block_manager.num_free_blocks == 24  # every block came back
+    assert tight.llm_engine.block_manager.num_free_blocks == 16  # every block came back
 
 
 def test_the_switches_reach_the_engine() -> None:

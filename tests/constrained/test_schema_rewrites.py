@@ -96,3 +96,26 @@ def test_pattern_properties_are_free_keys() -> None:
 
     assert allows_free_keys({"type": "object", "additionalProperties": False,
                              "patternProperties": {"^x-": {"type": "integer"}}})
+
+
+def test_a_multiple_of_at_its_digit_limit_is_finished_by_one_digit() -> None:
+    """An integer `multipleOf: 7` at llguidance's digit bound (16) that is not yet a multiple
+    (97000...) may only take a digit after which it can end, not run on to max_tokens."""
+    import torch
+    from thinkgate.engine.demo import demo_model_path
+    from thinkgate.engine.structured.guidance_backend import GuidanceBackend
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(demo_model_path())
+    backend = GuidanceBackend(tok, 8192, [tok.convert_tokens_to_ids("<|im_end|>")])
+    compiled, _ = backend.compile("json", json.dumps({"type": "integer", "multipleOf": 7}), False)
+    matcher = backend.new_matcher(compiled)
+    digits = {tok.convert_tokens_to_ids(d): d for d in "0123456789"}
+    ids = {d: i for i, d in digits.items()}
+    for ch in "97" + "0" * 14:
+        assert matcher.accept_token(ids[ch])
+    row = torch.zeros((1, 8192 // 32), dtype=torch.int32)
+    matcher.fill_next_token_bitmask(row)
+    allowed = [t for t in range(8192) if int(row[0, t // 32]) >> (t % 32) & 1]
+    endings = [d for i, d in digits.items() if int("97" + "0" * 14 + d) % 7 == 0]
+    assert allowed and sorted(digits[t] for t in allowed) == sorted(endings)

@@ -145,7 +145,7 @@ def test_a_long_prompt_prefills_on_every_core_and_matches_in_process(
     """A small model's core steps on one thread but widens a long prefill to every core
     (long_forward.wide_forward), spinning only briefly at OpenMP barriers; the tokens and
     logprobs stay those of the in-process engine."""
-    prompt = [(i * 37) % 7000 + 100 for i in range(600)]
+    prompt = [(i * 37) % 3900 + 100 for i in range(600)]  # ids inside the demo vocabulary
     params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True, logprobs=1)
     expected = llm.generate([prompt], params, use_tqdm=False)[0].outputs[0]
     outs = asyncio.run(_collect(core, prompt, replace(
