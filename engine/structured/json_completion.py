@@ -26,7 +26,11 @@ from the grammar's start is refused (`ValueError`). After each sampled token it 
 The request then ends with finish_reason "length" and stop_reason "completed_at_max_tokens".
 What is not covered: a completion that grows by more than the window between two checks far
 from max_tokens without any opening character (letters inside a string that commit it to a
-much longer enum value or key); the output is then cut as without the option.
+much longer enum value or key); the output is then cut as without the option. Nor are tool
+formats whose argument values are free text closed by a tag (qwen3_coder's `<parameter=...>`
+and the other XML-style formats): the search (completion_search.py) writes JSON's closing
+characters, which such text always takes, and never the closing tag, so no plan is found and
+the request runs as without the option.
 """
 
 from __future__ import annotations
