@@ -9,6 +9,13 @@ character (digits, letters) just written three times in a row going last. It is 
 short rather than provably shortest, and it costs a few microseconds per character (no bitmask
 fills).
 
+Tool formats whose values are free text closed by a tag (qwen3_coder's `<parameter=...>` value
+ends at `\n</parameter>`): such text takes every character the order above prefers, so the
+search is given `closers`, the texts that end a free-text element or a run of calls in the
+request's structural tag (`tag_closers`), and tries them whole, before the forced text and
+the characters, wherever it is outside a JSON string: an empty value, then the tag's end,
+then the section's.
+
 Grammars whose objects let a member repeat (the larger objects of json_any_order.py, which
 rely on the repeated-key checks, json_keys.py, to take a repeat out) would let the greedy
 choice write the same key again and again. The search follows the keys it writes in each
@@ -19,6 +26,8 @@ object and the search starts over (at most `_RESTARTS` times).
 from __future__ import annotations
 
 import functools
+import json
+from typing import Any
 
 from thinkgate.engine.structured.backend import Matcher
 
@@ -70,24 +79,62 @@ def scan_text(text: str, in_string: bool, escaped: bool) -> tuple[bool, bool, bo
 
 
 def shortest_completion(matcher: Matcher, in_string: bool = False,
-                        escaped: bool = False, max_chars: int = 512) -> str | None:
+                        escaped: bool = False, max_chars: int = 512,
+                        closers: tuple[str, ...] = ()) -> str | None:
     """A short text after which `matcher`'s grammar is complete (None past `max_chars`).
     When the greedy search runs past `max_chars` (a string whose pattern is searched, not
     matched whole, takes any character, and the preferred ones never finish it), it is
-    tried once more with word characters first and no change of kind."""
-    found = _greedy(matcher, in_string, escaped, max_chars, patient=False)
+    tried once more with word characters first and no change of kind. `closers`: texts
+    tried whole outside JSON strings before any character (see the module docstring)."""
+    found = _greedy(matcher, in_string, escaped, max_chars, False, closers)
     return found if found is not None else _greedy(matcher, in_string, escaped, max_chars,
-                                                   patient=True)
+                                                   True, closers)
+
+
+def tag_closers(tag: Any) -> tuple[str, ...]:
+    """The texts that end free text in a structural tag (xgrammar's format dict): the constant
+    after each `any_text` or `tags_with_separator` element of a sequence (a value's closing
+    tag, a call section's end), and each tag's `end`; shortest first. The tag may be given as
+    its JSON text."""
+    if isinstance(tag, str):
+        try:
+            tag = json.loads(tag)
+        except ValueError:
+            return ()
+    found: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item)
+            return
+        if not isinstance(node, dict):
+            return
+        if node.get("type") == "tag" and isinstance(node.get("end"), str) and node["end"]:
+            found.add(node["end"])
+        if node.get("type") == "sequence":
+            elements = node.get("elements") or []
+            for before, after in zip(elements, elements[1:]):
+                if (isinstance(before, dict)
+                        and before.get("type") in ("any_text", "tags_with_separator")
+                        and isinstance(after, dict) and after.get("type") == "const_string"
+                        and after.get("value")):
+                    found.add(after["value"])
+        for value in node.values():
+            walk(value)
+
+    walk(tag)
+    return tuple(sorted(found, key=lambda text: (len(text), text)))
 
 
 _RESTARTS = 32
 
 
 def _greedy(matcher: Matcher, in_string: bool, escaped: bool, max_chars: int,
-            patient: bool) -> str | None:
+            patient: bool, closers: tuple[str, ...]) -> str | None:
     banned: set[tuple[int, str, str]] = set()
     for _ in range(_RESTARTS):
-        found = _greedy_once(matcher, in_string, escaped, max_chars, patient, banned)
+        found = _greedy_once(matcher, in_string, escaped, max_chars, patient, banned, closers)
         if found is not _AGAIN:
             return found  # type: ignore[return-value]
     return None
@@ -97,7 +144,8 @@ _AGAIN = object()  # a key was written twice: one more choice banned, search aga
 
 
 def _greedy_once(matcher: Matcher, in_string: bool, escaped: bool, max_chars: int,
-                 patient: bool, banned: set[tuple[int, str, str]]) -> str | None | object:
+                 patient: bool, banned: set[tuple[int, str, str]],
+                 closers: tuple[str, ...] = ()) -> str | None | object:
     m = matcher.fork()
     keys = _Keys(in_string, escaped)
     out: list[str] = []
@@ -105,8 +153,14 @@ def _greedy_once(matcher: Matcher, in_string: bool, escaped: bool, max_chars: in
     while not m.is_completed():
         if length >= max_chars:
             return None
-        piece = m.find_jump_forward_string()
-        if not piece or not m.accept_string(piece):
+        # a closer before the forced text: that text may be the start of one ("<｜tool_call"
+        # before "<｜tool_calls_end｜>") and, taken alone, leave only the way on
+        piece = next((c for c in closers if m.accept_string(c)), "") if not in_string else ""
+        if piece:
+            pass
+        elif (piece := m.find_jump_forward_string()) and m.accept_string(piece):
+            pass
+        else:
             if patient:
                 order = _PATIENT_IN_STRING if in_string and not escaped else _order(
                     in_string, escaped, "")

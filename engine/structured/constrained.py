@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.structured.canonical import schema_cache_stats
+from thinkgate.engine.structured.completion_search import tag_closers
 from thinkgate.engine.structured.grammar import Grammar, RequestGrammar
 from thinkgate.engine.structured.json_completion import (
     COMPLETED_STOP_REASON,
@@ -146,7 +147,10 @@ class ConstrainedDecoding(StructuredOutputHook):
         planner = None
         if structured is not None and structured.complete_before_max_tokens is not False and (
                 structured.complete_before_max_tokens or self.complete_before_max_tokens):
-            planner = CompletionPlanner(*self._codec(), stop_id=self.stop_token_ids[0])
+            closers = (tag_closers(structured.structural_tag)
+                       if structured.structural_tag is not None else ())
+            planner = CompletionPlanner(*self._codec(), stop_id=self.stop_token_ids[0],
+                                        closers=closers)
         seq.structured_state = (self.grammar.new_request(structured, gate, planner)
                                 if structured is not None else None)
         room = seq.max_total_tokens - seq.num_prompt_tokens

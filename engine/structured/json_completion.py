@@ -26,11 +26,10 @@ from the grammar's start is refused (`ValueError`). After each sampled token it 
 The request then ends with finish_reason "length" and stop_reason "completed_at_max_tokens".
 What is not covered: a completion that grows by more than the window between two checks far
 from max_tokens without any opening character (letters inside a string that commit it to a
-much longer enum value or key); the output is then cut as without the option. Nor are tool
-formats whose argument values are free text closed by a tag (qwen3_coder's `<parameter=...>`
-and the other XML-style formats): the search (completion_search.py) writes JSON's closing
-characters, which such text always takes, and never the closing tag, so no plan is found and
-the request runs as without the option.
+much longer enum value or key); the output is then cut as without the option. In tool
+formats whose argument values are free text closed by a tag (qwen3_coder's `<parameter=...>`),
+the search tries the structural tag's closing texts (`closers`) whole; a value in which the
+model wrote an unmatched `"` reads as an open JSON string there, and gets no plan.
 """
 
 from __future__ import annotations
@@ -52,8 +51,10 @@ class CompletionPlanner:
     encoding without special tokens; `decode(id) -> text` one token's text."""
 
     def __init__(self, encode: Callable[[str], list[int]], decode: Callable[[int], str],
-                 stop_id: int, window: int = 16, every: int = 8) -> None:
+                 stop_id: int, window: int = 16, every: int = 8,
+                 closers: tuple[str, ...] = ()) -> None:
         self.encode, self.decode = encode, decode
+        self.closers = closers  # texts that end free text in a tool format (completion_search)
         self.stop_id = stop_id  # ends a complete output the sampled id would reopen
         self.window, self.every = window, every
         self.plan: list[int] | None = None  # completes the grammar from the current state
@@ -223,7 +224,8 @@ class CompletionPlanner:
 
     def _plan(self, matcher: Matcher) -> list[int] | None:
         self._since_plan = 0
-        text = shortest_completion(matcher, self._in_string, self._escaped)
+        text = shortest_completion(matcher, self._in_string, self._escaped,
+                                   closers=self.closers)
         if text is None:
             return None
         if not text:

@@ -305,31 +305,48 @@ def test_tool_call_completed_before_max_tokens(llm: Any, max_tokens: int) -> Non
             jsonschema.validate(json.loads(call["function"]["arguments"]), schema)
 
 
-def test_a_plan_from_the_start_of_a_tool_call_grammar_writes_its_special_tokens(
-        tokenizer: Any) -> None:
-    """The tool-call markers are special tokens of the demo vocabulary (`<tool_call>`):
-    llguidance forces them as token references, and the completion search must still find an
-    ending from the grammar's start (it gave up there, and a call cut by max_tokens stayed cut)."""
+
+@pytest.mark.parametrize("parser", ["hermes", "qwen3_coder", "glm45", "minimax_m2", "step3",
+                                    "kimi_k2", "pythonic"])
+def test_a_plan_from_the_start_of_each_tool_format(tokenizer: Any, parser: str) -> None:
+    """A required call's grammar has a completion from its start: special-token markers
+    (`<tool_call>` in the demo vocabulary, which llguidance forces as token references) and
+    values that are free text closed by a tag (qwen3_coder's `\n</parameter>`) included. Before,
+    the planner gave up on these from the start and a call cut by max_tokens stayed cut."""
     from thinkgate.engine.demo.data import TOOLS
+    from thinkgate.engine.structured.completion_search import tag_closers
     from thinkgate.engine.structured.grammar import Grammar
     from thinkgate.engine.structured.tool_constraints import chat_constraint
 
-    tools = [TOOLS["get_weather"], TOOLS["get_time"]]
+    constraint = chat_constraint(parser, [TOOLS["get_weather"], TOOLS["get_time"]], "required",
+                                 None)
     g = Grammar(tokenizer, -(-len(tokenizer) // 64) * 64, [tokenizer.eos_token_id],
                 max_num_seqs=1)
-    row = g.new_request(chat_constraint("hermes", tools, "required", None))
+    row = g.new_request(constraint)
     assert row.backend == "guidance"
-    marker = "<tool_call>"
-    assert row.matcher.find_jump_forward_string().startswith(marker)
-    text = shortest_completion(row.matcher)
-    assert text is not None and text.startswith(marker), text
-    ids = tokenizer.encode(text, add_special_tokens=False)
-    assert ids[0] == tokenizer.convert_tokens_to_ids(marker)
     planner = CompletionPlanner(lambda t: tokenizer.encode(t, add_special_tokens=False),
-                                lambda i: tokenizer.decode([i]), stop_id=tokenizer.eos_token_id)
+                                lambda i: tokenizer.decode([i]), stop_id=tokenizer.eos_token_id,
+                                closers=tag_closers(constraint.structural_tag))
     planner.start(row.matcher)
-    assert not planner.gave_up and planner.plan == ids
-    for token in ids:  # the plan is the grammar's whole output
+    assert not planner.gave_up and planner.plan
+    for token in planner.plan:  # the plan is the grammar's whole output
         assert row.matcher.accept_token(token)
     assert row.matcher.is_completed()
+    g.close()
+
+
+def test_a_cut_xml_value_is_closed(tokenizer: Any) -> None:
+    from thinkgate.engine.demo.data import TOOLS
+    from thinkgate.engine.structured.completion_search import tag_closers
+    from thinkgate.engine.structured.grammar import Grammar
+    from thinkgate.engine.structured.tool_constraints import chat_constraint
+
+    constraint = chat_constraint("qwen3_coder", [TOOLS["get_time"]], "required", None)
+    g = Grammar(tokenizer, -(-len(tokenizer) // 64) * 64, [tokenizer.eos_token_id],
+                max_num_seqs=1)
+    row = g.new_request(constraint)
+    assert row.matcher.accept_string("<tool_call><function=get_time><parameter=city>\nNew Yo")
+    text = shortest_completion(row.matcher, closers=tag_closers(constraint.structural_tag))
+    assert text == "\n</parameter></function></tool_call>"
+    assert shortest_completion(row.matcher) is None  # without the closers: none found
     g.close()

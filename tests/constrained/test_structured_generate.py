@@ -120,6 +120,9 @@ class _RejectingMatcher:
 def test_a_matcher_rejecting_a_token_ends_only_that_request(llm: Any) -> None:
     engine = llm.llm_engine
     params = _params(1, regex="[0-9]{6}")
+    # compiled before the adds: a compile slower than a few ms (a loaded machine) would park
+    # the request off `engine.requests` (engine/structured/compiling.py)
+    engine.structured_output.prefetch(params).result(timeout=60)
     engine.add_request("victim", PROMPT, params)
     engine.add_request("bystander", PROMPT, _params(2, regex="[0-9]{6}"))
     victim = engine.requests["victim"].seqs[0].structured_state
