@@ -134,8 +134,10 @@ def spawn(cmd: list[str], log: TextIO | int = subprocess.DEVNULL,
                             env=env if env is not None else dict(os.environ), cwd=cwd)
 
 
-def wait_ready(proc: subprocess.Popen, port: int, timeout: float = 180) -> None:
-    """Wait until the server on `port` answers `/health` with 200 (raise if it exits first)."""
+def wait_ready(proc: subprocess.Popen, port: int, timeout: float = 180,
+               poll: float = 0.5) -> None:
+    """Wait until the server on `port` answers `/health` with 200 (raise if it exits first);
+    `poll`: seconds between tries."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -145,7 +147,7 @@ def wait_ready(proc: subprocess.Popen, port: int, timeout: float = 180) -> None:
                 return
         except httpx.HTTPError:
             pass
-        time.sleep(0.5)
+        time.sleep(poll)
     raise RuntimeError(f"{proc.args[0]} did not answer /health within {timeout:.0f} s")
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,27 +31,13 @@ from thinkgate.engine.demo import demo_model_path
 NAME = "demo"
 
 
-def _ready(proc: subprocess.Popen, port: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args} exited during start-up (code {proc.returncode})")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.02)
-    raise RuntimeError(f"{proc.args} did not answer /health within {timeout:.0f} s")
-
-
 def one_run(cmd: list[str], port: int, env: dict[str, str], cwd: str | None,
             log: Path) -> dict[str, float]:
     with open(log, "w") as out:
         start = time.monotonic()
         proc = bs.spawn(cmd, out, env, cwd=cwd)
         try:
-            _ready(proc, port, timeout=600)
+            bs.wait_ready(proc, port, timeout=600, poll=0.02)
             ready = time.monotonic()
             r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=120, json={
                 "model": NAME, "max_tokens": 8, "temperature": 0,
