@@ -9,8 +9,6 @@ wherever it appears, and copying it is an induction a small transformer learns q
 from __future__ import annotations
 
 import random
-import sysconfig
-from pathlib import Path
 
 from thinkgate.benchmarks.training.chats import make_chat
 
@@ -21,14 +19,9 @@ STDLIB_CHARS = 2_000_000
 
 def corpus(seed: int, num_chats: int = 6000) -> list[str]:
     """Python standard library sources (for code prompts) and rendered training chats."""
-    texts: list[str] = []
-    budget = STDLIB_CHARS
-    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
-        text = path.read_text(errors="ignore")
-        texts.append(text)
-        budget -= len(text)
-        if budget <= 0:
-            break
+    from thinkgate.engine.demo.build import stdlib_texts
+
+    texts = stdlib_texts(STDLIB_CHARS)
     rng = random.Random(seed)
     for i in range(num_chats):
         chat = make_chat(rng, "demo" if i % 2 else "reasoner")

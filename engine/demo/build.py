@@ -34,16 +34,21 @@ PAD_MULTIPLE = 64
 CHAT_TEMPLATE = (Path(__file__).resolve().parent / "chat_template.jinja").read_text()
 
 
-def _corpus(num_chats: int, seed: int) -> list[str]:
-    lib = Path(sysconfig.get_paths()["stdlib"])
+def stdlib_texts(budget: int) -> list[str]:
+    """Python standard library sources, in name order, until `budget` characters are taken
+    (tokenizer corpora: code and English)."""
     texts: list[str] = []
-    budget = 6_000_000
-    for path in sorted(lib.glob("*.py")):
+    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
         text = path.read_text(errors="ignore")
         texts.append(text)
         budget -= len(text)
         if budget <= 0:
             break
+    return texts
+
+
+def _corpus(num_chats: int, seed: int) -> list[str]:
+    texts = stdlib_texts(6_000_000)
     rng = random.Random(seed)
     for _ in range(num_chats):
         ex = make_example(rng)

@@ -145,7 +145,7 @@ _AGAIN = object()  # a key was written twice: one more choice banned, search aga
 
 def _greedy_once(matcher: Matcher, in_string: bool, escaped: bool, max_chars: int,
                  patient: bool, banned: set[tuple[int, str, str]],
-                 closers: tuple[str, ...] = ()) -> str | None | object:
+                 closers: tuple[str, ...]) -> str | None | object:
     m = matcher.fork()
     keys = _Keys(in_string, escaped)
     out: list[str] = []
@@ -155,12 +155,9 @@ def _greedy_once(matcher: Matcher, in_string: bool, escaped: bool, max_chars: in
             return None
         # a closer before the forced text: that text may be the start of one ("<｜tool_call"
         # before "<｜tool_calls_end｜>") and, taken alone, leave only the way on
-        piece = next((c for c in closers if m.accept_string(c)), "") if not in_string else ""
-        if piece:
-            pass
-        elif (piece := m.find_jump_forward_string()) and m.accept_string(piece):
-            pass
-        else:
+        closed = next((c for c in closers if m.accept_string(c)), "") if not in_string else ""
+        piece = closed or m.find_jump_forward_string()
+        if not closed and (not piece or not m.accept_string(piece)):
             if patient:
                 order = _PATIENT_IN_STRING if in_string and not escaped else _order(
                     in_string, escaped, "")

@@ -80,6 +80,7 @@ class GuidanceGrammar(NamedTuple):
 
 _SPECIAL_TOKEN = re.compile(rb"\xff\[(\d+)\]")  # a special token in llguidance's forced bytes
 
+
 class GuidanceMatcher:
     """One request's llguidance matcher behind the xgrammar-named surface (module docstring)."""
 
