@@ -170,6 +170,7 @@ def test_playground_in_a_browser(browser: Any, server: Any, tmp_path: Path) -> N
     assert call.find_element(By.CSS_SELECTOR, ".tool-name").text in tool_names
     args = call.find_element(By.CSS_SELECTOR, ".tool-args").text
     assert isinstance(json.loads(args), dict) and "\n" in args  # pretty-printed JSON
+    assert "Paris" in args  # the demo model copies the asked-for city (the README's screenshot)
     stats = reply.find_element(By.CSS_SELECTOR, ".stats").text
     assert "finish: tool_calls" in stats and "completion tokens" in stats and "TTFT" in stats
     assert not reply.find_elements(By.CSS_SELECTOR, ".trace")
