@@ -44,7 +44,7 @@ from thinkgate.engine.structured.canonical import (
     CanonicalSchema,
     canonical_tag,
 )
-from thinkgate.engine.structured.guidance_digits import Digits, leading_digits
+from thinkgate.engine.structured.guidance_digits import DigitMasks, Digits
 from thinkgate.engine.structured.json_any_order import MAX_ANY_ORDER_CHARS, any_order_grammar
 from thinkgate.engine.structured.json_schema_rules import (
     allows_free_keys,
@@ -142,8 +142,9 @@ class GuidanceMatcher:
         self.m.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * 4)
         self.backend.widen_stop(row)
         if self.digits is not None and self.digits.run is not None:
-            if not self.backend.limit_digits(row, self.digits.room) and self.digits.room <= 0:
-                self.backend.keep_finishing_digits(self.m, row)
+            masks = self.backend.digit_masks
+            if not masks.limit(row, self.digits.room) and self.digits.room <= 0:
+                masks.keep_finishing(self.m, row)
 
     def find_jump_forward_string(self) -> str:
         """The text the grammar forces next; a forced special token (llguidance's bytes for
@@ -183,58 +184,7 @@ class GuidanceBackend:
         self._others = sorted(self.stop_ids - {self.eos})
         self.text = token_text or (lambda token: tokenizer.decode([token]))
         # per token: how many digits its text starts with (~0.1 s at 151k, with the scan above)
-        n = self.tokenizer.vocab_size
-        words = (vocab_size + 31) // 32
-        self._leading = torch.tensor([leading_digits(self.text(t)) for t in range(n)]
-                                     + [0] * (words * 32 - n), dtype=torch.int64)
-        self._most_leading = int(self._leading.max())
-        self._digit_masks: dict[int, torch.Tensor] = {}
-        self._one_digit = [t for t in range(n) if len(self.text(t)) == 1
-                           and "0" <= self.text(t) <= "9"]
-
-    def _digit_mask(self, room: int) -> torch.Tensor:
-        """The bitmask of the tokens that start with at most `room` digits."""
-        mask = self._digit_masks.get(room)
-        if mask is None:
-            allowed = (self._leading <= max(room, 0)).view(-1, 32).to(torch.int64)
-            words = (allowed << torch.arange(32)).sum(dim=1)
-            mask = torch.where(words >= 1 << 31, words - (1 << 32), words).to(torch.int32)
-            self._digit_masks[room] = mask
-        return mask
-
-    def limit_digits(self, row: torch.Tensor, room: int) -> bool:
-        """Clear the bits of the tokens that start with more than `room` digits, unless no
-        token would be left (the schema then needs the digits: `multipleOf`); False then."""
-        if room >= self._most_leading:  # no token starts with more digits than that
-            return True
-        limited = row & self._digit_mask(room)
-        if bool(limited.any()):  # a bound the schema leaves no way out of (multipleOf) yields
-            row.copy_(limited)
-            return True
-        return False
-
-    def keep_finishing_digits(self, matcher: llguidance.LLMatcher, row: torch.Tensor) -> None:
-        """A number at its digit limit that may only go on with digits (`multipleOf`: 97 is
-        not a multiple of 7): keep the one-digit tokens after which it may end (one always
-        exists for a divisor up to 10), so it cannot run on to max_tokens; the row stays as it
-        is where none does."""
-        keep = []
-        after = torch.zeros_like(row)
-        for t in self._one_digit:
-            if not int(row[t // 32]) >> (t % 32) & 1:
-                continue
-            fork = matcher.deep_copy()
-            if not fork.consume_token(t):
-                continue
-            fork.unsafe_compute_mask_ptr(after.data_ptr(), after.numel() * 4)
-            if fork.is_accepting() or bool((after & self._digit_mask(0)).any()):
-                keep.append(t)
-        if keep:
-            words = [0] * row.numel()
-            for t in keep:
-                words[t // 32] |= 1 << (t % 32)
-            row.copy_(torch.tensor([w - (1 << 32) if w >= 1 << 31 else w for w in words],
-                                   dtype=torch.int32))
+        self.digit_masks = DigitMasks(self.text, self.tokenizer.vocab_size, vocab_size)
 
     def compile(self, kind: str, text: str, any_whitespace: bool,
                 bound_numbers: bool = True) -> tuple[Any, bool]:
