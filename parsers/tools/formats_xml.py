@@ -53,7 +53,11 @@ def _atem(decode: str) -> tuple[Region, ...]:
                         decode=decode)
     return (Region(("<atem:function_calls>",), "xml", end=("</atem:function_calls>",),
                    call_begin=("<atem:invoke name=",), header=_QFN, params=param,
-                   call_close="</atem:invoke>", render_args="xml", collapse_doubled=True),)
+                   call_close="</atem:invoke>", render_args="xml", collapse_doubled=True),
+            # an invoke written without its wrapper (or after a misspelled one): vLLM reads it
+            Region(("<atem:invoke name=",), "xml", end=("</atem:function_calls>",),
+                   header=_QFN, params=param, call_close="</atem:invoke>", render_args="xml",
+                   collapse_doubled=True))
 
 
 def _dsml(begins: tuple[str, ...], ends: tuple[str, ...], space: str = "",
