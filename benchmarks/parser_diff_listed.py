@@ -10,6 +10,7 @@ is about them. Each label names its row of the README's "Deliberate differences"
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -281,6 +282,18 @@ def _call_cut_in_name(tool: str | None, text: str, mine: Result, theirs: Result)
     return bool(name) and text.endswith(name) and (mine[1] or "").endswith(name)
 
 
+_MUSE_TOOL_HEADER = re.compile(r"(?:<\|start\|>assistant\s*)?to=[\w.\-]+<\|message\|>")
+
+
+def _muse_tool_header_kept(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
+    """A Muse tool channel no call came of (its block cut off): vLLM keeps the channel's
+    header (`to=ping<|message|>`) in the content, ours drops it as every Muse header; the
+    rest equal."""
+    if tool not in CHANNEL_FORMATS or mine[0] != theirs[0] or mine[2] != theirs[2]:
+        return False
+    return _MUSE_TOOL_HEADER.sub("", theirs[1] or "") == (mine[1] or "") != (theirs[1] or "")
+
+
 RULES = {"text before the calls": _text_before_calls,  # before the broader "after" rule
          "text after the calls": _text_after_calls,
          "arguments not a JSON object in vLLM": _arguments_not_an_object,
@@ -291,7 +304,8 @@ RULES = {"text before the calls": _text_before_calls,  # before the broader "aft
          "the argument a call is cut off in, vLLM drops": _cut_argument_dropped,
          "minimax_m3 `<item>` lists vLLM reads as objects": _item_lists,
          "a call vLLM returns with no name": _nameless_call,
-         "a call cut off inside its name": _call_cut_in_name}
+         "a call cut off inside its name": _call_cut_in_name,
+         "a Muse tool channel's header vLLM keeps": _muse_tool_header_kept}
 
 
 def _calls_vllm_drops(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
@@ -341,6 +355,38 @@ def _broken_call_vllm_returns_as_text(tool: str | None, text: str, mine: Result,
     return (not rest or rest in text) and all(name and name in text for name, _ in mine[2])
 
 
+def _within(small: str, big: str) -> bool:
+    """`small` is `big` with characters taken out (a subsequence)."""
+    rest = iter(big)
+    return all(ch in rest for ch in small)
+
+
+def vllm_loses_output(tool: str | None, text: str, mine: Result, theirs: Result) -> bool:
+    """vLLM's result is ours with something the model wrote taken out, and nothing added: its
+    calls are some of ours, in order (a call may lack some of ours' arguments), and its
+    reasoning and content are ours less some text.
+    What it lacks is in none of its fields (neither a call nor text): the user never sees
+    it. Ours keeps it (a call, or text)."""
+    if theirs[0] == "error" or mine == theirs:
+        return False
+    calls = iter(mine[2])
+    return all(any(_args_within(c, m) for m in calls) for c in theirs[2]) \
+        and _within(theirs[0] or "", mine[0] or "") and _within(theirs[1] or "", mine[1] or "")
+
+
+def _args_within(theirs: tuple, mine: tuple) -> bool:
+    """The same call, or vLLM's with some of ours' arguments taken out (the rest equal)."""
+    if theirs == mine:
+        return True
+    if theirs[0] != mine[0]:
+        return False
+    try:
+        a, b = json.loads(theirs[1]), json.loads(mine[1])
+    except ValueError:
+        return False
+    return isinstance(a, dict) and isinstance(b, dict) and a.items() <= b.items()
+
+
 # Rows about the argument values alone, which may come with a content row in one output.
 VALUE_RULES = ("arguments vLLM drops (functiongemma, minicpm5)",
                "typed values vLLM returns as strings",
@@ -358,12 +404,27 @@ BOTH_MODES_RULES = {"calls vLLM drops in both modes": _calls_vllm_drops,
                         _broken_call_vllm_returns_as_text}
 
 
+_ERNIE_WRAPPER = ("\n\n<response>", "\n<response>", "<response>", "</response>\n", "</response>")
+
+
+def _ernie_wrapper_kept(reasoning: str, text: str, mine: Result, theirs: Result,
+                        ends: tuple[str, ...], markers: tuple[str, ...]) -> bool:
+    """ERNIE 4.5's answer whose `<response>` / `</response>` pair is incomplete (one missing
+    or misspelled): vLLM keeps the other tag in the content, ours drops it as framing (the
+    content is vLLM's less that one tag); the rest equal."""
+    if reasoning != "ernie45" or mine[0] != theirs[0] or mine[2] != theirs[2]:
+        return False
+    a, b = mine[1] or "", theirs[1] or ""
+    return any(b.replace(tag, "", 1) == a for tag in _ERNIE_WRAPPER if tag in b)
+
+
 # Rules for reasoning-only runs that need the format's markers (end markers, all markers).
 MARKER_RULES = {"Muse/gpt-oss output cut inside a message header": _header_cut_off,
                 "PLaMo 3 output cut inside a marker": _cut_marker_kept,
                 "muse_glimmer reasoning left without `<|eom|>`": _muse_header_in_reasoning,
                 "hunyuan_a13b output cut inside `<answer>`": _raw_output_as_content,
-                "thinking cut off before its end marker": _thinking_cut_off}
+                "thinking cut off before its end marker": _thinking_cut_off,
+                "ERNIE `<response>` wrapper with its pair incomplete": _ernie_wrapper_kept}
 
 
 def listed_difference(tool: str | None, reasoning: str | None, text: str, mine: Result,
@@ -407,4 +468,6 @@ def listed_difference(tool: str | None, reasoning: str | None, text: str, mine: 
             CHANNEL_ROUTE.get(tool, tool), text, mine, theirs, ends, markers):
         # a tool run of a channel format (read with its reasoning parser): the same row
         return "Muse/gpt-oss output cut inside a message header"
+    if vllm_loses_output(tool, text, mine, theirs):  # the broadest row: checked last
+        return "vLLM drops text or calls ours keeps"
     return None

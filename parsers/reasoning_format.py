@@ -41,6 +41,15 @@ def any_kwarg_switch(*names: str) -> Switch:
     return enabled
 
 
+def all_switches(*switches: Switch) -> Switch:
+    """On when every one of `switches` is on."""
+
+    def enabled(ckw: Mapping[str, Any]) -> bool:
+        return all(switch(ckw) for switch in switches)
+
+    return enabled
+
+
 def effort_switch(off: Sequence[str] = ("none",)) -> Switch:
     """On unless `reasoning_effort` (in chat_template_kwargs) is one of `off`."""
 

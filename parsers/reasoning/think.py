@@ -11,7 +11,9 @@ from typing import Any
 
 from thinkgate.parsers.reasoning_format import (
     ReasoningFormat,
+    all_switches,
     any_kwarg_switch,
+    effort_switch,
     kwarg_switch,
 )
 from thinkgate.parsers.registry import register_reasoning_parser
@@ -73,10 +75,13 @@ think("ernie45", whitespace="keep", opening_ws_drop=True,
       description="ERNIE-4.5: answer may be wrapped in `<response>`")
 think("olmo3", whitespace="keep", description="OLMo 3")
 think("step3", start=(), whitespace="keep", content_drop=(), description="Step-3: only `</think>` in the output")
+# DeepSeek-V4: on when `thinking` or `enable_thinking` is true or neither is given, and off
+# for a reasoning_effort of "none" (vLLM's engine parser)
+_DSV4_SWITCH = all_switches(any_kwarg_switch("thinking", "enable_thinking"), effort_switch())
 # vLLM's engine parsers for these open thinking again at a later start marker (`a</think>b<think>c`)
-think("deepseek_v4", whitespace="trail", switch=kwarg_switch("thinking", "enable_thinking"), reopen=True,
+think("deepseek_v4", whitespace="trail", switch=_DSV4_SWITCH, reopen=True,
       implicit_end=("<｜DSML｜tool_calls>",), description="DeepSeek-V4")
-think("deepseek_v41", whitespace="trail", switch=kwarg_switch("thinking", "enable_thinking"), reopen=True,
+think("deepseek_v41", whitespace="trail", switch=_DSV4_SWITCH, reopen=True,
       implicit_end=("<｜DSML｜ calls>",), description="DeepSeek-V4.1")
 # MiniCPM-V: its reserved marker tokens, `<|im_end|>` and a stray `</think>` (thinking off too)
 # never reach the client (vLLM drops them)

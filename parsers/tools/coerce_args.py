@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .convert import convert_value, property_schema, schema_types
+from .convert import convert_value, property_schema, schema_types, whole_numbers
 from .scan import ValueScanner
 
 _WS = " \t\r\n"
@@ -22,11 +22,13 @@ _WS = " \t\r\n"
 
 def retype(value: Any, schema: dict | None) -> Any:
     """`value` retyped by `schema` (strings converted to the schema's type, other scalars
-    written as text first; objects and lists by their properties / items)."""
+    written as text first; objects and lists by their properties / items; a whole float of
+    a `number` property as an integer)."""
     if not isinstance(schema, dict):
         return value
     if isinstance(value, str):
-        return convert_value(value, schema) if schema_types(schema) else value
+        return whole_numbers(convert_value(value, schema), schema) if schema_types(schema) \
+            else value
     if isinstance(value, dict):
         props = schema.get("properties")
         if isinstance(props, dict):
@@ -38,7 +40,7 @@ def retype(value: Any, schema: dict | None) -> Any:
     if not schema_types(schema):
         return value
     out = convert_value(json.dumps(value, ensure_ascii=False), schema)
-    return value if type(out) is type(value) and out == value else out
+    return whole_numbers(value if type(out) is type(value) and out == value else out, schema)
 
 
 class ArgsCoercer:

@@ -162,6 +162,8 @@ def _try(raw: str, t: str) -> tuple[bool, Any]:
     if t == "null":
         return (True, None) if s.lower() in ("null", "none", "") else (False, None)
     ok, v = parse_literal(s)
+    if ok and isinstance(v, str) and t in ("object", "array"):
+        ok, v = parse_literal(v.strip())  # a JSON string holding the value: `"{'n': 1}"`
     if ok and _json_type(v) == t or (ok and t == "number" and _json_type(v) == "integer"):
         return True, v
     return False, None
@@ -190,10 +192,30 @@ def convert_value(raw: str, schema: dict | None) -> Any:
     if not types:
         return raw
     for t in [t for t in types if t != "string"] + (["string"] if "string" in types else []):
+        if t == "null" and "string" in types and raw.strip().lower() != "null":
+            continue  # `None` for a nullable string stays the text the model wrote
         ok, v = _try(raw, t)
         if ok:
             return v
     return raw
+
+
+def whole_numbers(value: Any, schema: Any) -> Any:
+    """`value` with each whole float of a `number` property written as an integer (`5.0` ->
+    `5`), object members and list items by their schemas too: vLLM's engine parsers write
+    them so (the same number in JSON)."""
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, float):
+        whole = math.isfinite(value) and value.is_integer()
+        return int(value) if whole and "number" in schema_types(schema) else value
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        if isinstance(props, dict):
+            return {k: whole_numbers(v, props.get(k)) for k, v in value.items()}
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [whole_numbers(v, schema["items"]) for v in value]
+    return value
 
 
 # --- schema coercion of raw string leaves, as vLLM's engine parsers do it (gemma4) -----------

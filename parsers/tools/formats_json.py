@@ -115,9 +115,13 @@ SPECS = [
         extra_markers=("<|plamo:constrain|>", "<|plamo:msg|>"), keep_ws=True, coerce_args=True),
     ToolSpec("openai", (Region(
         ("<|start|>assistant<|channel|>commentary to=functions.",
-         "<|channel|>commentary to=functions.", "to=functions."), "json_args",
+         "<|channel|>commentary to=functions.", "<|start|>assistant to=functions.",
+         "to=functions.",
+         # a bare recipient (`to=get_weather`, `to=math.sum`) in a commentary header
+         "<|start|>assistant<|channel|>commentary to=", "<|channel|>commentary to="), "json_args",
         end=("<|call|>",),
-        header=Header(name_end=(" ", "<|constrain|>", "<|message|>"), skip_to="<|message|>",
+        header=Header(name_end=(" ", "<|constrain|>", "<|message|>", "<|channel|>"),
+                      skip_to="<|message|>", strip_prefixes=("functions.",),
                       render="{name} <|constrain|>json", render_end="")),), "OpenAI gpt-oss (Harmony)",
         extra_markers=("<|message|>", "<|constrain|>"), keep_ws=True, verbatim=True),
 ]

@@ -6,17 +6,20 @@ from .spec import Header, Region, ToolSpec
 from .xml_body import ParamSyntax
 
 # a `<parameter=` met inside a value ends it (a missing `</parameter>`, as vLLM reads it)
-QWEN_PARAM = ParamSyntax("<parameter=", ">", "</parameter>", open_closes=True)
-NAMED_PARAM = ParamSyntax("<parameter name=", ">", "</parameter>")
+# `whole_numbers`: the formats vLLM 0.33 reads with its parser engine (`5.0` -> `5`)
+QWEN_PARAM = ParamSyntax("<parameter=", ">", "</parameter>", open_closes=True, raw_key=True,
+                         whole_numbers=True)
+NAMED_PARAM = ParamSyntax("<parameter name=", ">", "</parameter>", whole_numbers=True)
 KV = ParamSyntax("<arg_key>", "</arg_key>", "</arg_value>", value_open="<arg_value>",
-                 trim_newline=False)
+                 trim_newline=False, whole_numbers=True)
 _FN = Header(name_end=(">",), render="{name}")
 _QFN = Header(name_end=(">",), render='"{name}"')  # `name="NAME">`, as the models write it
 
 
 def _qwen(trim: bool = True) -> tuple[Region, ...]:
     params = QWEN_PARAM if trim else ParamSyntax("<parameter=", ">", "</parameter>",
-                                                 trim_newline=False, open_closes=True)
+                                                 trim_newline=False, open_closes=True,
+                                                 raw_key=True, whole_numbers=True)
     # a name with no `>` ends at `</function>` (`<function=bad\n</function>`: a call `bad`)
     header = Header(name_end=(">",), name_stop=("</function>",))
     return (
@@ -34,10 +37,10 @@ def _invoke(begin: str, end: str, call_begin: str, param: ParamSyntax, call_clos
                    params=param, call_close=call_close, render_args="xml", **extra),)
 
 
-_SEED_PARAM = ParamSyntax("<parameter=", ">", "</parameter>")
+_SEED_PARAM = ParamSyntax("<parameter=", ">", "</parameter>", whole_numbers=True)
 # a `<parameter name=` met inside a value ends it (a misspelled `</parameter>`, as vLLM reads it)
 _MM2_PARAM = ParamSyntax("<parameter name=", ">", "</parameter>", trim_newline=False,
-                         open_closes=True, close_call_closes=True)
+                         open_closes=True, close_call_closes=True, whole_numbers=True)
 # a `<function=` inside a name ends that call (`<function=w<function=write>`: `w`, then `write`)
 _SEED_FN = Header(name_end=(">",), name_stop=("<function=",), render="{name}")
 
@@ -50,14 +53,19 @@ def _atem(decode: str) -> tuple[Region, ...]:
                         decode=decode)
     return (Region(("<atem:function_calls>",), "xml", end=("</atem:function_calls>",),
                    call_begin=("<atem:invoke name=",), header=_QFN, params=param,
-                   call_close="</atem:invoke>", render_args="xml", collapse_doubled=True),)
+                   call_close="</atem:invoke>", render_args="xml", collapse_doubled=True),
+            # an invoke written without its wrapper (or after a misspelled one): vLLM reads it
+            Region(("<atem:invoke name=",), "xml", end=("</atem:function_calls>",),
+                   header=_QFN, params=param, call_close="</atem:invoke>", render_args="xml",
+                   collapse_doubled=True))
 
 
 def _dsml(begins: tuple[str, ...], ends: tuple[str, ...], space: str = "",
           bare_invoke: bool = False) -> tuple[Region, ...]:
     d = "<｜DSML｜" + space
     param = ParamSyntax(d + 'parameter name=', ">", "</｜DSML｜" + space + "parameter>",
-                        trim_newline=False, unwrap=("arguments", "input"), open_closes=True)
+                        trim_newline=False, unwrap=("arguments", "input"), open_closes=True,
+                        whole_numbers=True)
     close = "</｜DSML｜" + space + "invoke>"
     section = Region(begins, "xml", end=ends, call_begin=(d + "invoke name=",), header=_QFN,
                      params=param, call_close=close, render_args="xml")
@@ -162,8 +170,9 @@ SPECS = [
         params=ParamSyntax("<|open|>argument key=", "<|sep|>", "<|close|>argument<|sep|>",
                            trim_newline=False, typed_attr=True),
         call_close="<|close|>call<|sep|>", render_args="xml", drop_cut_off=True),), "Moonshot Kimi K3", keep_ws=True,
-        content_drop=tuple(f"<|{tag}|>{sp}response{sp}<|sep|>" for tag in ("open", "close")
-                           for sp in ("", " "))),
+        content_drop=tuple(f"<|{tag}|>{sp}{what}{sp}<|sep|>" for tag in ("open", "close")
+                           for sp in ("", " ") for what in ("response", "message")
+                           if (tag, what) != ("open", "message"))),
     ToolSpec("glm45", _glm(("\n",)), "Zhipu GLM-4.5 / 4.6 / 4.7 / 5"),
     ToolSpec("glm47", _glm(("\n",)), "Zhipu GLM-4.7"),
     ToolSpec("ling3", _glm(("\n",)), "inclusionAI Ling 3"),
@@ -179,13 +188,15 @@ SPECS = [
         call_begin=("<ifm|tool_call>",), call_close="</ifm|tool_call>",
         header=Header(name_stop=("<ifm|arg_key>", "</ifm|tool_call>")),
         params=ParamSyntax("<ifm|arg_key>", "</ifm|arg_key>", "</ifm|arg_value>",
-                           value_open="<ifm|arg_value>", trim_newline=False),
+                           value_open="<ifm|arg_value>", trim_newline=False,
+                           whole_numbers=True),
         render_args="xml"),), "K2-Horizon", keep_ws=True),
     # some Gemma 4 checkpoints close a call with the turn's end, `<turn|>` (read as vLLM does)
     ToolSpec("gemma4", (Region(("<|tool_call>",), "gemma", end=("<tool_call|>", "<turn|>"),
                                header=Header(name_stop=("{",), strip_prefixes=("call:", ":"),
                                              render="call:{name}"),
-                               string_delim='<|"|>', render_args="gemma"),), "Google Gemma 4"),
+                               string_delim='<|"|>', render_args="gemma"),), "Google Gemma 4",
+             content_drop=("<turn|>",)),  # the turn's end is framing (vLLM drops its text)
     ToolSpec("functiongemma", (Region(("<start_function_call>",), "gemma",
                                       end=("<end_function_call>",),
                                       header=Header(name_stop=("{",), strip_prefixes=("call:",),

@@ -25,7 +25,7 @@ from thinkgate.parsers.types import (
     ToolStart,
 )
 
-from .convert import convert_value, property_schema, tool_parameters
+from .convert import convert_value, property_schema, tool_parameters, whole_numbers
 from .held_block import HeldBlockSection
 from .spec import ToolSpec
 from .tool_format import SpecToolFormat
@@ -57,7 +57,7 @@ def _xml_call(body: str, typed: bool, tools: Any) -> tuple[str, dict] | None:
             return None
         key, value = arg.group(1), arg.group(3)
         schema = property_schema(params, key) or ({"type": arg.group(2)} if typed else None)
-        args[key] = convert_value(value, schema)
+        args[key] = whole_numbers(convert_value(value, schema), schema)
         at = arg.end()
     return (name, args) if at == len(body) else None
 
@@ -73,8 +73,9 @@ def _json_call(body: str, tools: Any) -> tuple[str, dict] | None:
     if not isinstance(args, dict):
         return None
     params = tool_parameters(list(tools or ()), obj["name"])
-    return obj["name"], {k: convert_value(v, property_schema(params, k)) if isinstance(v, str)
-                         else v for k, v in args.items()}
+    return obj["name"], {k: whole_numbers(convert_value(v, property_schema(params, k))
+                                          if isinstance(v, str) else v, property_schema(params, k))
+                         for k, v in args.items()}
 
 
 def parse_block(body: str, fmt: str | None, tools: Any) -> list[tuple[str, dict]] | None:

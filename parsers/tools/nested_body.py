@@ -16,6 +16,7 @@ from .convert import (
     member_schema,
     property_schema,
     schema_types,
+    whole_numbers,
 )
 from .events import ArgsDelta, Body, CallEnd, CallStart, Event, args_entry
 from .scan import split_on_markers
@@ -68,7 +69,8 @@ def nested_value(inner: str, schema: dict | None, ns: str, root: dict | None = N
                 return []
             if container_schema(schema, "object", root) is not None:
                 return {}
-        return convert_value(inner if types in ([], ["string"]) else inner.strip(), schema)
+        value = convert_value(inner if types in ([], ["string"]) else inner.strip(), schema)
+        return whole_numbers(value, schema)
     if all(tag == "item" for tag, _ in elements) and "object" not in types:
         items = items_schema(schema, root)
         return [nested_value(v, items, ns, root) for _, v in elements]

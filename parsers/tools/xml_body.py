@@ -18,6 +18,7 @@ from .convert import (
     parse_literal,
     property_schema,
     schema_types,
+    whole_numbers,
 )
 from .events import ArgsDelta, Body, CallEnd, CallStart, Event
 from .scan import split_on_markers
@@ -49,6 +50,10 @@ class ParamSyntax:
                                # "json_unless_string": a string schema keeps the raw text,
                                # other schemas convert it, no schema JSON-decodes it when it
                                # parses (Muse, Poolside)
+    raw_key: bool = False      # the key is all the text before key_close, spaces included
+                               # (`<parameter={{ k }}>`: Qwen3's engine reads no attributes)
+    whole_numbers: bool = False  # a whole float of a `number` property is written as an
+                                 # integer (`5.0` -> `5`: vLLM's engine parsers)
 
 
 def parse_attrs(text: str, unescape: bool = False) -> tuple[str, dict[str, str]]:
@@ -125,7 +130,8 @@ class XmlParamsBody(Body):
                 self.key_text += before
                 if marker is None:
                     return events, None
-                self.key, self.attrs = parse_attrs(self.key_text, self.syn.typed_attr)
+                self.key, self.attrs = ((self.key_text.strip(), {}) if self.syn.raw_key
+                                        else parse_attrs(self.key_text, self.syn.typed_attr))
                 self.state = "pre_value" if self.syn.value_open else "value"
                 if self.state == "value":
                     events += self._begin_value()
@@ -234,6 +240,8 @@ class XmlParamsBody(Body):
             value = self._decode(raw, property_schema(self.schema, self.key))
         else:
             value = convert_value(raw, property_schema(self.schema, self.key))
+        if self.syn.whole_numbers:
+            value = whole_numbers(value, property_schema(self.schema, self.key))
         if self._unwrap_key() and isinstance(value, dict) and value \
                 and set(value) <= set(self.schema.get("properties") or {}):
             self.num_params = len(value)  # `{"arguments": {...}}` -> the inner object
