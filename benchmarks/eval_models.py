@@ -163,8 +163,8 @@ def valid_under(kind: str, chats: list[Chat], outs: list[Any]) -> float:
     return good / len(chats)
 
 
-def evaluate(name: str, folder: str, n: int, budgets: list[int],
-             max_tokens: int) -> dict[str, Any]:
+def evaluate(name: str, folder: str, n: int, budgets: list[int], max_tokens: int,
+             think_max_tokens: int = 512) -> dict[str, Any]:
     llm = load(folder)
     tok = llm.get_tokenizer()
     sets = {k: heldout_chats(name, k, n) for k in ("tool", "json", "result", "plain")}
@@ -177,11 +177,13 @@ def evaluate(name: str, folder: str, n: int, budgets: list[int],
     report["json_schema"] = json_scores(sets["json"], run(llm, sets["json"], schema="json_schema"))
     report["result"] = result_scores(sets["result"], run(llm, sets["result"]))
     report["plain"] = plain_scores(sets["plain"], run(llm, sets["plain"]))
-    report["thinking"] = {k: thinking_stats(run(llm, v, thinking=True, max_tokens=512))
+    report["thinking"] = {k: thinking_stats(run(llm, v, thinking=True,
+                                                max_tokens=think_max_tokens))
                           for k, v in sets.items()}
     report["effort"], report["follows"] = {}, {}
     for e in ("low", "medium", "high"):
-        outs = run(llm, sets["tool"] + sets["plain"], effort=e, thinking=True, max_tokens=512)
+        outs = run(llm, sets["tool"] + sets["plain"], effort=e, thinking=True,
+                   max_tokens=think_max_tokens)
         report["effort"][e] = thinking_stats(outs)
         report["follows"][e] = follows_question(name, tok, sets["plain"], outs[n:], e)
     constraints = {"json_schema": ("json", {"schema": "json_schema"}),
@@ -242,6 +244,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--budget", type=int, nargs="+", default=[16],
                     help="thinking_token_budget(s) of the validity runs")
     ap.add_argument("--max-tokens", type=int, default=64, help="max_tokens of the validity runs")
+    ap.add_argument("--think-max-tokens", type=int, default=512,
+                    help="max_tokens of the thinking-length runs")
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = ap.parse_args(argv)
     from thinkgate.engine.demo import demo_model_path, reasoner_model_path
@@ -251,7 +255,8 @@ def main(argv: list[str] | None = None) -> None:
         args.reasoner = args.reasoner or reasoner_model_path()
     reports = []
     for name in args.models:
-        reports.append(evaluate(name, getattr(args, name), args.n, args.budget, args.max_tokens))
+        reports.append(evaluate(name, getattr(args, name), args.n, args.budget, args.max_tokens,
+                                args.think_max_tokens))
         print_report(reports[-1], args.max_tokens)
     if args.json:
         args.json.write_text(json.dumps(reports, indent=2) + "\n")
