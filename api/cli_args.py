@@ -40,7 +40,8 @@ def add_model_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
     """The model, its parsers and the engine's sizes."""
     if positional:
         p.add_argument("model_tag", nargs="?", default=None, metavar="MODEL",
-                       help="HF model folder (default: the bundled demo model)")
+                       help="HF model folder, or a bundled model's name: thinkgate-demo (the "
+                            "default), thinkgate-reasoner")
     p.add_argument("--model", default=None, help="same as MODEL")
     p.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the model's)")
     p.add_argument("--served-model-name", nargs="+", default=None,
@@ -160,12 +161,19 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
                    choices=["critical", "error", "warning", "info", "debug", "trace"])
 
 
+def _is_bundled_name(model: str) -> bool:
+    from thinkgate.engine.demo import BUNDLED_MODELS
+
+    return model in BUNDLED_MODELS and not Path(model).expanduser().exists()
+
+
 def resolve_model_args(ns: argparse.Namespace) -> argparse.Namespace:
     """Fill in the defaults: no model means the demo model with qwen3 + hermes + auto tool
-    choice; a model folder without parser flags gets `auto` (names read off its chat template)."""
+    choice, and so does a bundled model's name (`thinkgate-reasoner`); a model folder without
+    parser flags gets `auto` (names read off its chat template)."""
     model = getattr(ns, "model_tag", None) or ns.model
     ns.model = model
-    if model is None:
+    if model is None or _is_bundled_name(model):
         ns.reasoning_parser = ns.reasoning_parser or DEMO_REASONING_PARSER
         ns.tool_call_parser = ns.tool_call_parser or DEMO_TOOL_PARSER
         ns.enable_auto_tool_choice = True

@@ -8,9 +8,14 @@ the grammar and the reasoning gate), greedy. Tables:
    required); json: `response_format` json_schema answers holding the asked-for values; result:
    answers after a tool result that repeat the result's values.
 2. thinking length (reasoning tokens) per kind of request and per `reasoning_effort`, and how
-   often the model closed its thinking itself.
-3. the share of answers valid under each constraint within `max_tokens`, without and with a
+   often the model closed its thinking itself; whether it follows the question: per number of
+   steps the reference reasoning takes (plain requests), and its correlation with the reference
+   reasoning's length in tokens; plain answers exactly right.
+3. the share of answers valid under each constraint within `max_tokens`, without and with each
    `thinking_token_budget`.
+
+The reasoning model (`--models reasoner`) is the bundled `thinkgate-reasoner` unless
+`--reasoner FOLDER` names another.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from thinkgate.benchmarks.training.chats import Chat, heldout_chats
+from thinkgate.benchmarks.training.chats import Chat, heldout_chats, reasoning_steps
 
 MODELS = ("demo", "reasoner")
 
@@ -115,6 +120,28 @@ def thinking_stats(outs: list[Any]) -> dict[str, float]:
             "max": max(n), "closed": closed / len(outs)}
 
 
+def plain_scores(chats: list[Chat], outs: list[Any]) -> dict[str, float]:
+    right = sum((o.message.get("content") or "").strip() == c.task.answer
+                for c, o in zip(chats, outs))
+    return {"exact_answer": right / len(chats)}
+
+
+def follows_question(name: str, tok, chats: list[Chat], outs: list[Any],
+                     effort: str | None) -> dict[str, Any]:
+    """Thinking tokens against the reference reasoning at `effort`: grouped by its number of
+    sentences, and the Pearson correlation with its length in tokens."""
+    refs = [reasoning_steps(c.task, name, effort) for c in chats]
+    got = [o.choices[0].num_reasoning_tokens for o in outs]
+    want = [len(tok.encode(" ".join(r), add_special_tokens=False)) for r in refs]
+    by_steps: dict[int, list[int]] = {}
+    for ref, n in zip(refs, got):
+        by_steps.setdefault(len(ref), []).append(n)
+    corr = statistics.correlation(got, want) if len(set(got)) > 1 else 0.0
+    return {"by_steps": {k: {"count": len(v), "p50": statistics.median(v), "min": min(v),
+                             "max": max(v)} for k, v in sorted(by_steps.items())},
+            "correlation": corr, "reference_p50": statistics.median(want)}
+
+
 def valid_under(kind: str, chats: list[Chat], outs: list[Any]) -> float:
     """Share of answers that finished and hold what the constraint promises."""
     import jsonschema
@@ -136,8 +163,10 @@ def valid_under(kind: str, chats: list[Chat], outs: list[Any]) -> float:
     return good / len(chats)
 
 
-def evaluate(name: str, folder: str, n: int, budget: int, max_tokens: int) -> dict[str, Any]:
+def evaluate(name: str, folder: str, n: int, budgets: list[int], max_tokens: int,
+             think_max_tokens: int = 512) -> dict[str, Any]:
     llm = load(folder)
+    tok = llm.get_tokenizer()
     sets = {k: heldout_chats(name, k, n) for k in ("tool", "json", "result", "plain")}
     on = {k: [c for c in v if c.template_kwargs.get("enable_thinking", True)]
           for k, v in sets.items()}
@@ -147,11 +176,16 @@ def evaluate(name: str, folder: str, n: int, budget: int, max_tokens: int) -> di
                                                             tool_choice="required"))
     report["json_schema"] = json_scores(sets["json"], run(llm, sets["json"], schema="json_schema"))
     report["result"] = result_scores(sets["result"], run(llm, sets["result"]))
-    report["thinking"] = {k: thinking_stats(run(llm, v, thinking=True, max_tokens=512))
+    report["plain"] = plain_scores(sets["plain"], run(llm, sets["plain"]))
+    report["thinking"] = {k: thinking_stats(run(llm, v, thinking=True,
+                                                max_tokens=think_max_tokens))
                           for k, v in sets.items()}
-    report["effort"] = {e: thinking_stats(run(llm, sets["tool"] + sets["plain"], effort=e,
-                                              thinking=True, max_tokens=512))
-                        for e in ("low", "medium", "high")}
+    report["effort"], report["follows"] = {}, {}
+    for e in ("low", "medium", "high"):
+        outs = run(llm, sets["tool"] + sets["plain"], effort=e, thinking=True,
+                   max_tokens=think_max_tokens)
+        report["effort"][e] = thinking_stats(outs)
+        report["follows"][e] = follows_question(name, tok, sets["plain"], outs[n:], e)
     constraints = {"json_schema": ("json", {"schema": "json_schema"}),
                    "json_object": ("json", {"schema": "json_object"}),
                    "tool_choice=required": ("tool", {"tool_choice": "required"})}
@@ -159,14 +193,14 @@ def evaluate(name: str, folder: str, n: int, budget: int, max_tokens: int) -> di
     for cname, (kind, opts) in constraints.items():
         chats = on[kind]
         row = {}
-        for label, b in (("no budget", None), (f"budget {budget}", budget)):
+        for label, b in (("no budget", None), *((f"budget {b}", b) for b in budgets)):
             row[label] = valid_under(cname, chats, run(llm, chats, thinking=True, budget=b,
                                                        max_tokens=max_tokens, **opts))
         report["valid"][cname] = row
     return report
 
 
-def print_report(r: dict[str, Any], budget: int, max_tokens: int) -> None:
+def print_report(r: dict[str, Any], max_tokens: int) -> None:
     pct = lambda x: f"{100 * x:.1f}%"  # noqa: E731
     print(f"\n## {r['model']} ({r['folder']}), {r['n']} held-out chats per kind\n")
     print("| measure | share |\n|---|---|")
@@ -177,6 +211,7 @@ def print_report(r: dict[str, Any], budget: int, max_tokens: int) -> None:
     print(f"| json_schema: valid | {pct(r['json_schema']['valid'])} |")
     print(f"| json_schema: asked-for values | {pct(r['json_schema']['asked_values'])} |")
     print(f"| after a tool result: answer repeats its values | {pct(r['result']['uses_result'])} |")
+    print(f"| plain requests: the exact answer | {pct(r['plain']['exact_answer'])} |")
     print("\n| thinking tokens | mean | p10 | p50 | p90 | max | closed by the model |")
     print("|---|---|---|---|---|---|---|")
     rows = [(f"kind {k}", s) for k, s in r["thinking"].items()]
@@ -184,8 +219,15 @@ def print_report(r: dict[str, Any], budget: int, max_tokens: int) -> None:
     for label, s in rows:
         print(f"| {label} | {s['mean']:.1f} | {s['p10']:.0f} | {s['p50']:.0f} | {s['p90']:.0f} "
               f"| {s['max']} | {pct(s['closed'])} |")
-    print(f"\n| valid within max_tokens {max_tokens} | no budget | thinking budget {budget} |")
-    print("|---|---|---|")
+    print("\n| plain requests, effort | reference sentences: thinking tokens p50 (min-max, n) "
+          "| correlation with the reference's tokens |\n|---|---|---|")
+    for e, f in r["follows"].items():
+        cells = "; ".join(f"{k}: {s['p50']:.0f} ({s['min']}-{s['max']}, {s['count']})"
+                          for k, s in f["by_steps"].items())
+        print(f"| {e} | {cells} | {f['correlation']:.2f} |")
+    labels = list(next(iter(r["valid"].values())))
+    print(f"\n| valid within max_tokens {max_tokens} | " + " | ".join(labels) + " |")
+    print("|---" * (len(labels) + 1) + "|")
     for cname, row in r["valid"].items():
         print(f"| {cname} | " + " | ".join(pct(x) for x in row.values()) + " |")
 
@@ -196,22 +238,26 @@ def main(argv: list[str] | None = None) -> None:
                     help="which held-out chats: the demo model's or the reasoning model's")
     ap.add_argument("--demo", default=None, help="model folder (default: the bundled one)")
     ap.add_argument("--reasoner", default=None,
-                    help="model folder of a reasoning model (trained with train.py --model "
-                    "reasoner; none is bundled yet)")
+                    help="model folder of a reasoning model (default: the bundled "
+                    "thinkgate-reasoner)")
     ap.add_argument("--n", type=int, default=200, help="held-out chats per kind")
-    ap.add_argument("--budget", type=int, default=16, help="thinking_token_budget")
+    ap.add_argument("--budget", type=int, nargs="+", default=[16],
+                    help="thinking_token_budget(s) of the validity runs")
     ap.add_argument("--max-tokens", type=int, default=64, help="max_tokens of the validity runs")
+    ap.add_argument("--think-max-tokens", type=int, default=512,
+                    help="max_tokens of the thinking-length runs")
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = ap.parse_args(argv)
-    from thinkgate.engine.demo import demo_model_path
+    from thinkgate.engine.demo import demo_model_path, reasoner_model_path
 
     args.demo = args.demo or demo_model_path()
-    if "reasoner" in args.models and not args.reasoner:
-        ap.error("--models reasoner needs --reasoner FOLDER (no reasoning model is bundled)")
+    if "reasoner" in args.models:
+        args.reasoner = args.reasoner or reasoner_model_path()
     reports = []
     for name in args.models:
-        reports.append(evaluate(name, getattr(args, name), args.n, args.budget, args.max_tokens))
-        print_report(reports[-1], args.budget, args.max_tokens)
+        reports.append(evaluate(name, getattr(args, name), args.n, args.budget, args.max_tokens,
+                                args.think_max_tokens))
+        print_report(reports[-1], args.max_tokens)
     if args.json:
         args.json.write_text(json.dumps(reports, indent=2) + "\n")
 

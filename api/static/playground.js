@@ -89,6 +89,8 @@ function requestBody() {
   };
   const budget = $("thinking-budget").value.trim();
   if (budget !== "") body.thinking_token_budget = Number(budget);
+  const effort = $("reasoning-effort").value;
+  if (effort !== "") body.reasoning_effort = effort;
   const tools = parseTools();
   if (tools) {
     body.tools = tools;

@@ -56,15 +56,21 @@ def draw_task(v: Values, model: str, kind: str) -> Task:
     return plain_task(v, reasoning=model == "reasoner")
 
 
-def _reasoning(task: Task, model: str, effort: str | None) -> str:
+def reasoning_steps(task: Task, model: str, effort: str | None) -> list[str]:
+    """The sentences of the task's reasoning for `model` at `effort` ("low", "high"; else
+    medium): the first and last step at low, a double-check before the last at high."""
     if model == "demo":
-        return task.short
+        return [task.short]
     steps = task.steps
     if effort == "low" and len(steps) > 2:
         steps = [steps[0], steps[-1]]
     elif effort == "high" and task.check:
         steps = [*steps[:-1], task.check, steps[-1]]
-    return " ".join(steps)
+    return list(steps)
+
+
+def _reasoning(task: Task, model: str, effort: str | None) -> str:
+    return " ".join(reasoning_steps(task, model, effort))
 
 
 def _cut(text: str, rng: random.Random) -> str:

@@ -45,12 +45,19 @@ class LoadedModel:
 
 
 def resolve_model_path(model: str | None) -> tuple[Path, str | None]:
-    """The model folder and, for GGUF, the file name in it; raise if there is nothing to load."""
+    """The model folder and, for GGUF, the file name in it; raise if there is nothing to load.
+    None is the bundled demo model; a bundled model's name that is not a path is that model."""
     if model is None:
         from thinkgate.engine.demo import demo_model_path
 
         return Path(demo_model_path()), None
     path = Path(model).expanduser()
+    if not path.exists():  # a bundled model's name ("thinkgate-reasoner"); a folder wins
+        from thinkgate.engine.demo import bundled_model_path
+
+        bundled = bundled_model_path(str(model))
+        if bundled is not None:
+            return Path(bundled), None
     if path.is_file() and path.suffix == ".gguf":
         return path.parent, path.name
     if not path.is_dir():

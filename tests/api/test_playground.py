@@ -177,7 +177,9 @@ def test_playground_in_a_browser(browser: Any, server: Any, tmp_path: Path) -> N
 
     browser.find_element(By.ID, "trace").click()
     Select(browser.find_element(By.ID, "tool-choice")).select_by_value("required")
+    Select(browser.find_element(By.ID, "reasoning-effort")).select_by_value("high")
     reply = _ask(browser, QUESTION)
+    assert not reply.find_elements(By.CSS_SELECTOR, ".error")  # reasoning_effort accepted
     tokens = reply.find_elements(By.CSS_SELECTOR, ".trace .tok")
     completion = int(re.search(r"\+ (\d+) completion", reply.text).group(1))
     assert len(tokens) == completion

@@ -1,0 +1,107 @@
+"""The reasoning gate and the thinking budget on the bundled reasoning model's own thinking
+(`thinkgate-reasoner`, engine/demo/reasoner/): sentences of free thinking, then the answer under
+the grammar; a budget cuts that thinking mid-way and the constrained answer still validates;
+the size of the question and reasoning_effort change how long it thinks. Greedy, one batch per
+run (`eval_models.run`: the chat layer, per-chat tools and schemas), on held-out chats."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from typing import Any
+
+import jsonschema
+import pytest
+from thinkgate.benchmarks.eval_models import run
+from thinkgate.benchmarks.training.chats import heldout_chats, reasoning_steps
+
+MAX_TOKENS = 120
+
+
+@pytest.fixture(scope="module")
+def reasoner() -> Any:
+    from thinkgate import LLM
+
+    # an answer that max_tokens would cut is closed validly (a tiny model's string can run on)
+    return LLM(model="thinkgate-reasoner", max_num_seqs=16, complete_before_max_tokens=True)
+
+
+def _ids(out: Any) -> list[int]:
+    return list(out.output.outputs[0].token_ids)
+
+
+def _thinking(out: Any) -> int:
+    return out.usage["completion_tokens_details"]["reasoning_tokens"]
+
+
+def _valid_json(out: Any, schema: dict) -> bool:
+    try:
+        return jsonschema.Draft202012Validator(schema).is_valid(
+            json.loads(out.message["content"] or ""))
+    except json.JSONDecodeError:
+        return False
+
+
+def _valid_call(out: Any, tools: list[dict]) -> bool:
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+    calls = out.message.get("tool_calls") or []
+    return bool(calls) and all(
+        c["function"]["name"] in schemas and jsonschema.Draft202012Validator(
+            schemas[c["function"]["name"]]).is_valid(json.loads(c["function"]["arguments"]))
+        for c in calls)
+
+
+def test_free_thinking_then_the_schema(reasoner: Any) -> None:
+    """Its own sentences of thinking are not under the grammar (the schema would allow only
+    `{` first); once it writes </think>, the answer is, and validates."""
+    chats = heldout_chats("reasoner", "json", 6)
+    end = reasoner.get_tokenizer().convert_tokens_to_ids("</think>")
+    outs = run(reasoner, chats, schema="json_schema", thinking=True, max_tokens=MAX_TOKENS)
+    closed = [(c, o) for c, o in zip(chats, outs) if end in _ids(o)]
+    assert len(closed) >= 5, [o.message for o in outs]
+    for chat, out in closed:
+        reasoning = out.message["reasoning"].strip()
+        assert reasoning.count(". ") >= 1 and reasoning[0].isalpha(), reasoning  # sentences
+        assert _ids(out).count(end) == 1 and out.finish_reason in ("stop", "length")
+        assert _valid_json(out, chat.task.schema), out.message
+
+
+@pytest.mark.parametrize("constraint", ["json_schema", "tool_choice=required"])
+def test_a_budget_cuts_its_thinking_and_the_answer_still_validates(reasoner: Any,
+                                                                   constraint: str) -> None:
+    """Greedy with and without a budget: the same thinking up to the budget, </think> forced
+    there (the model had more to say), then an answer that validates."""
+    budget = 8
+    kind, opts = (("json", {"schema": "json_schema"}) if constraint == "json_schema"
+                  else ("tool", {"tool_choice": "required"}))
+    chats = heldout_chats("reasoner", kind, 4)
+    end = reasoner.get_tokenizer().convert_tokens_to_ids("</think>")
+    free = run(reasoner, chats, thinking=True, max_tokens=MAX_TOKENS, **opts)
+    cut = run(reasoner, chats, thinking=True, max_tokens=MAX_TOKENS, budget=budget, **opts)
+    for chat, f, c in zip(chats, free, cut):
+        assert _thinking(f) > budget + 4  # its own thinking runs past the budget
+        assert _ids(c).index(end) == budget  # forced after `budget` ids (<think> is one)
+        assert _ids(c)[:budget] == _ids(f)[:budget]  # the same thinking up to the cut
+        assert _thinking(c) <= budget
+        ok = (_valid_json(c, chat.task.schema) if kind == "json"
+              else _valid_call(c, chat.tools))
+        assert ok, c.message
+
+
+def test_the_question_and_the_effort_change_how_long_it_thinks(reasoner: Any) -> None:
+    """Held-out plain requests: those whose reasoning takes three or more steps (sums,
+    comparisons) get longer thinking than greetings and capitals (two); low effort (first and
+    last step only) thinks less in all than medium and high."""
+    chats = heldout_chats("reasoner", "plain", 16)
+    total = {}
+    for effort in ("low", "medium", "high"):
+        n = [_thinking(o) for o in run(reasoner, chats, effort=effort, thinking=True,
+                                       max_tokens=MAX_TOKENS)]
+        total[effort] = sum(n)
+        if effort == "medium":
+            steps = [len(reasoning_steps(c.task, "reasoner", None)) for c in chats]
+            short = [k for k, s in zip(n, steps) if s == 2]
+            long = [k for k, s in zip(n, steps) if s >= 3]
+            assert len(short) >= 4 and len(long) >= 4, steps
+            assert statistics.median(long) > 1.5 * statistics.median(short), (short, long)
+    assert total["low"] < min(total["medium"], total["high"]), total
