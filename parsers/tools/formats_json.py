@@ -118,7 +118,8 @@ SPECS = [
          "<|channel|>commentary to=functions.", "<|start|>assistant to=functions.",
          "to=functions.",
          # a bare recipient (`to=get_weather`, `to=math.sum`) in a commentary header
-         "<|start|>assistant<|channel|>commentary to=", "<|channel|>commentary to="), "json_args",
+         "<|start|>assistant<|channel|>commentary to=", "<|channel|>commentary to=",
+         "<|start|>assistant to="), "json_args",
         end=("<|call|>",),
         header=Header(name_end=(" ", "<|constrain|>", "<|message|>", "<|channel|>"),
                       skip_to="<|message|>", strip_prefixes=("functions.",),
