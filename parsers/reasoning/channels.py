@@ -14,6 +14,7 @@ from thinkgate.parsers.registry import register_reasoning_parser
 _HARMONY_DROP = (
     "<|start|>assistant", "<|channel|>final<|message|>", "<|channel|>commentary<|message|>",
     "<|end|>", "<|return|>", "<|call|>",
+    "<|channel|>final <|constrain|>json<|message|>",  # an answer under a JSON constraint
 )
 
 register_reasoning_parser("openai_gptoss")(ReasoningFormat(

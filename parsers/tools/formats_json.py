@@ -45,7 +45,9 @@ SPECS = [
              "Inkling", keep_ws=True, verbatim=True, content_drop=_INKLING_DROP, coerce_args=True),
     ToolSpec("llama3_json", (Region(("<|python_tag|>", "{"), "json_call", sep=";",
                                     render_sep=";", args_required=True, hold_args=True),),
-             "Llama 3.1 / 3.2 / 3.3 (JSON)"),
+             "Llama 3.1 / 3.2 / 3.3 (JSON)",
+             # turn-end tokens written as text (a server that keeps special tokens)
+             content_drop=("<|eot_id|>", "<|eom_id|>")),
     ToolSpec("llama4_json", (Region(("<|python_tag|>", "{"), "json_call", sep=";",
                                     render_sep=";"),), "Llama 4 (JSON)", anchored=("{",)),
     ToolSpec("jamba", (Region(("<tool_calls>",), "json_list", end=("</tool_calls>",)),),
@@ -118,7 +120,8 @@ SPECS = [
          "<|channel|>commentary to=functions.", "<|start|>assistant to=functions.",
          "to=functions.",
          # a bare recipient (`to=get_weather`, `to=math.sum`) in a commentary header
-         "<|start|>assistant<|channel|>commentary to=", "<|channel|>commentary to="), "json_args",
+         "<|start|>assistant<|channel|>commentary to=", "<|channel|>commentary to=",
+         "<|start|>assistant to="), "json_args",
         end=("<|call|>",),
         header=Header(name_end=(" ", "<|constrain|>", "<|message|>", "<|channel|>"),
                       skip_to="<|message|>", strip_prefixes=("functions.",),
