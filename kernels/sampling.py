@@ -3,7 +3,7 @@
 Semantics per batch row (reads each logit at most once, writes only the id and its logprob)::
 
     slot = slots[row] if slots is not None else row
-    if reasoning and thinking[slot] and 0 <= budget[slot] <= num_reasoning_tokens[slot] - progress[slot]:
+    if reasoning and thinking[slot] and start_id[slot] < 0 and 0 <= budget[slot] <= num_reasoning_tokens[slot] - progress[slot]:
         return end_ids[slot, progress[slot]], logprob 0.0             # forced marker token
     use_grammar = bitmask is not None and grammar_rows[row]
                   and (not thinking[slot] or grammar_in_reasoning[slot])
@@ -147,7 +147,7 @@ def _sample_kernel(
     logits_ptr, logits_row_stride, num_cols,
     bitmask_ptr, bitmask_row_stride, num_words, cover, grammar_rows_ptr,
     slots_ptr, thinking_ptr, progress_ptr, count_ptr, budget_ptr, in_reasoning_ptr,
-    end_ids_ptr, end_len_ptr,
+    end_ids_ptr, end_len_ptr, start_ptr,
     scale_ptr, seed_ptr, step_ptr, floor_ptr,
     out_ids_ptr, out_logprobs_ptr, ws_f_ptr, ws_i_ptr, counter_ptr,
     chunk,
@@ -169,7 +169,7 @@ def _sample_kernel(
         budget = tl.load(budget_ptr + slot)
         progress = tl.load(progress_ptr + slot)
         spent = tl.load(count_ptr + slot) - progress
-        forced = thinking & (budget >= 0) & (spent >= budget)
+        forced = thinking & (tl.load(start_ptr + slot) < 0) & (budget >= 0) & (spent >= budget)
         forced_id = tl.load(end_ids_ptr + slot * MAX_END_LEN + progress, mask=forced,
                             other=-1).to(tl.int64)
         use_mask = use_mask & ((~thinking) | (tl.load(in_reasoning_ptr + slot) != 0))
@@ -359,7 +359,7 @@ def sample_triton(
         st.thinking if st else di, st.progress if st else di,
         st.num_reasoning_tokens if st else di, st.budget if st else di,
         st.grammar_in_reasoning if st else di, st.end_ids if st else di,
-        st.end_len if st else di,
+        st.end_len if st else di, st.start_id if st else di,
         scale, seeds, steps, floor if floor is not None else df,
         ids, lp if lp is not None else df, ws_f, ws_i, counter,
         chunk,

@@ -34,7 +34,7 @@ from thinkgate.engine.structured.json_completion import (
     tokenizer_codec,
 )
 from thinkgate.engine.structured.jump_forward import JumpForward
-from thinkgate.engine.structured.reasoning_slots import ReasoningSlots, RowGate
+from thinkgate.engine.structured.reasoning_slots import ReasoningSlots, RowGate, awaited_start
 from thinkgate.engine.structured.structured_output import GateInputs, StructuredOutputHook
 
 logger = logging.getLogger(__name__)
@@ -61,6 +61,8 @@ class ConstrainedDecoding(StructuredOutputHook):
         self.complete_before_max_tokens = complete_before_max_tokens
         self.reasoning = reasoning
         self.end_ids = reasoning.end_token_ids(tokenizer) if reasoning is not None else None
+        starts = reasoning.start_token_ids(tokenizer) if reasoning is not None else []
+        self.start_id = starts[0] if len(starts) == 1 else None  # one-token start markers only
         self.implicit_end_ids = _single_token_ids(tokenizer, reasoning.implicit_end
                                                   if reasoning is not None else ())
         self._grammar: Grammar | None = None
@@ -142,7 +144,8 @@ class ConstrainedDecoding(StructuredOutputHook):
             prompt = seq.token_ids[: seq.num_prompt_tokens]
             answered = self.reasoning.is_reasoning_end(prompt, self.tokenizer)
             gate = RowGate(list(self.end_ids), answered, params.thinking_token_budget,
-                           structured is not None and structured.enable_in_reasoning)
+                           structured is not None and structured.enable_in_reasoning,
+                           awaited_start(prompt, self.start_id, self.end_ids))
         seq.reasoning_state = gate
         planner = None
         if structured is not None and structured.complete_before_max_tokens is not False and (

@@ -35,6 +35,8 @@ class RowGate:
     prompt_answered: bool  # the prompt already closed thinking (`enable_thinking: false`)
     budget: int | None  # thinking_token_budget
     enable_in_reasoning: bool  # the grammar applies while thinking too
+    start_id: int | None = None  # the start marker the model writes itself, awaited before the
+    # budget counts (vLLM counts only the tokens after it); None: the prompt opened thinking
     slot: int | None = None  # None while the sequence holds no slot (not scheduled, preempted)
     answering: bool = False
     num_reasoning_tokens: int = 0
@@ -46,7 +48,22 @@ class RowGate:
         """A one-slot CPU state as the gate starts, before any output id."""
         return ReasoningState.create([self.end_ids], thinking=[not self.prompt_answered],
                                      budgets=[self.budget],
-                                     grammar_in_reasoning=[self.enable_in_reasoning])
+                                     grammar_in_reasoning=[self.enable_in_reasoning],
+                                     start_ids=[self.start_id])
+
+
+def awaited_start(prompt: Seq[int], start_id: int | None, end_ids: Seq[int]) -> int | None:
+    """The start marker a row's output must write before its budget counts: `start_id`, unless
+    the prompt already opened thinking (vLLM's rule: its last start marker comes after its last
+    end marker, e.g. a DeepSeek-R1 template ending in `<think>`)."""
+    if start_id is None:
+        return None
+    ids = list(prompt)
+    last_start = max((i for i, t in enumerate(ids) if t == start_id), default=-1)
+    n = len(end_ids)
+    last_end = max((i for i in range(len(ids) - n + 1) if ids[i:i + n] == list(end_ids)),
+                   default=-1) if n else -1
+    return None if last_start > last_end else start_id
 
 
 def replay(gate: RowGate, output_ids: Seq[int]) -> ReasoningState:
@@ -114,6 +131,7 @@ class ReasoningSlots:
         st.set_slot(slot, gate.end_ids, thinking=not gate.prompt_answered, budget=gate.budget,
                     grammar_in_reasoning=gate.enable_in_reasoning)
         st.thinking[slot] = int(start.thinking[0])
+        st.start_id[slot] = int(start.start_id[0])
         st.progress[slot] = int(start.progress[0])
         st.num_reasoning_tokens[slot] = int(start.num_reasoning_tokens[0])
         gate.slot = slot

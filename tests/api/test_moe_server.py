@@ -3,9 +3,10 @@ and json_schema answers through the openai client, at the API's default temperat
 
 The model is a tiny random Qwen3-MoE (transformers' own config class: experts, top-2 routing,
 a dense first layer) with the demo model's tokenizer and chat template (qwen3 reasoning read from
-it), so its words are noise: a thinking budget ends its thinking and only the grammar makes the
-rest a call or an object. What this checks is that the MoE layers run under the server's
-reasoning gate and constrained path, not what the model knows."""
+it), so its words are noise: it never writes `<think>`, so (as in vLLM) a thinking budget would
+never start counting; thinking is switched off in the template instead, and only the grammar
+makes the output a call or an object. What this checks is that the MoE layers run under the
+server's reasoning gate and constrained path, not what the model knows."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ TOOLS = [{"type": "function", "function": {
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"},
                                            "sure": {"type": "boolean"}},
           "required": ["answer", "sure"], "additionalProperties": False}
+NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +53,7 @@ def test_moe_model_writes_forced_tool_calls(moe_server: Any) -> None:
         out = client.chat.completions.create(
             model="moe", messages=[{"role": "user", "content": "Weather in Paris?"}],
             tools=TOOLS, tool_choice="required", max_tokens=80,
-            extra_body={"thinking_token_budget": 6})
+            extra_body=NO_THINKING)
         calls = out.choices[0].message.tool_calls
         assert calls, out.choices[0].message
         for call in calls:
@@ -66,7 +68,7 @@ def test_moe_model_answers_a_json_schema_streamed(moe_server: Any) -> None:
     client = OpenAI(base_url=moe_server.url, api_key="unused", max_retries=0, timeout=120)
     stream = client.chat.completions.create(
         model="moe", messages=[{"role": "user", "content": "How many?"}], stream=True,
-        max_tokens=60, extra_body={"thinking_token_budget": 6},
+        max_tokens=60, extra_body=NO_THINKING,
         response_format={"type": "json_schema", "json_schema": {"name": "answer",
                                                                 "schema": SCHEMA}})
     text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)

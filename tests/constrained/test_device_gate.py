@@ -31,7 +31,7 @@ def _params(seed: int | None, budget: int | None, max_tokens: int = 48) -> Sampl
 
 def _slot_values(state: Any, slot: int) -> list[int]:
     return [int(state.thinking[slot]), int(state.progress[slot]),
-            int(state.num_reasoning_tokens[slot])]
+            int(state.num_reasoning_tokens[slot]), int(state.start_id[slot])]
 
 
 def test_after_each_step_every_slot_equals_the_replay_of_its_outputs(

@@ -60,7 +60,9 @@ def test_budget_forces_the_marker_and_mask_counts_match_the_vocab(llm: Any, toke
     trace = out.trace
     end = out.token_ids.index(_end_id(tokenizer))
     assert [i for i, e in enumerate(trace) if e[4]] == [end]  # forced: the one-token marker
-    assert trace[end][5] and sum(1 for e in trace[:end] if e[3]) == budget
+    assert out.token_ids[0] == tokenizer.convert_tokens_to_ids("<think>")  # the model opens
+    # thinking itself: as in vLLM, <think> is not counted toward the budget
+    assert trace[end][5] and sum(1 for e in trace[:end] if e[3]) == 1 + budget
     first_answer = next(e for e in trace[end + 1:] if e[1])
     single = sum(1 for i in range(len(tokenizer)) if tokenizer.decode([i]) in ("a", "b"))
     assert first_answer[2] == single

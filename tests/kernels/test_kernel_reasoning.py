@@ -1,4 +1,5 @@
-"""Reasoning state: Triton update == twin exactly; markers of 1 and 3 tokens; budgets force."""
+"""Reasoning state: Triton update == twin exactly; markers of 1 and 3 tokens; budgets force,
+counting only after a start marker the model writes itself."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ THINK_END = 151668
 
 
 def _fields(state: ReasoningState) -> list[torch.Tensor]:
-    return [state.thinking, state.progress, state.num_reasoning_tokens]
+    return [state.thinking, state.progress, state.num_reasoning_tokens, state.start_id]
 
 
 def _clone(state: ReasoningState) -> ReasoningState:
@@ -94,6 +95,38 @@ def test_budget_forces_the_rest_of_the_marker(device) -> None:
     assert [f[1] for f in forced_seen] == [True, True, True, False, False, False]
     assert state.thinking.tolist() == [0, 0, 1]
     assert state.num_reasoning_tokens.tolist() == [2, 0, 6]
+
+
+THINK_START = 151667
+
+
+def test_budget_counts_after_a_start_marker_the_model_writes(device) -> None:
+    # rows (budget 2): writes <think> first; writes it mid-output; never writes it; the prompt
+    # opened thinking (nothing awaited); closes thinking unopened; writes <think> twice
+    S, E = THINK_START, THINK_END
+    free = [[S, 1, 2, 3, 4, 5], [1, 2, S, 2, 3, 4], [1, 2, 3, 4, 5, 6], [1, 1, 1, 1, 1, 1],
+            [1, E, 9, 9, 9, 9], [S, 1, S, 2, 2, 2]]
+    state = ReasoningState.create([[E]] * 6, budgets=[2] * 6,
+                                  start_ids=[S, S, S, None, S, S], device=device)
+    history, forced_seen = [], []
+    for step in range(6):
+        _, forced, forced_id = reasoning_gate_ref(state, None)
+        step_ids = torch.tensor([row[step] for row in free], device=device)
+        ids = torch.where(forced, forced_id, step_ids)
+        forced_seen.append(forced.tolist())
+        history.append(ids.tolist())
+        _run(state, [ids.tolist()])
+    rows = [list(r) for r in zip(*history)]
+    assert rows[0] == [S, 1, 2, E, 4, 5]  # <think> + 2 thinking ids, then </think> forced
+    assert rows[1] == [1, 2, S, 2, 3, E]  # counts from its <think>, not before it
+    assert rows[2] == free[2]  # never opened: nothing forced
+    assert rows[3] == [1, 1, E, 1, 1, 1]  # nothing awaited: counts from the first id
+    assert rows[4] == free[4]  # closed unopened
+    assert rows[5] == [S, 1, S, E, 2, 2]  # a second <think> while thinking is thinking
+    assert [f[3] for f in forced_seen] == [False, False, True, False, False, False]
+    assert state.thinking.tolist() == [0, 0, 1, 0, 0, 0]
+    assert state.num_reasoning_tokens.tolist() == [2, 2, 0, 2, 0, 2]
+    assert state.start_id.tolist() == [-1, -1, S, -1, S, -1]
 
 
 def test_slots_map_batch_rows_to_state(device) -> None:

@@ -103,6 +103,19 @@ def test_reasoning_gate_and_forced_tokens(gen, device) -> None:
     assert lp[1] == 0.0  # a single allowed token has probability 1
 
 
+def test_no_budget_forcing_before_the_awaited_start_marker(device) -> None:
+    # both rows have spent a budget of 0; row 1 still awaits its start marker (280)
+    state = ReasoningState.create([[290], [290]], budgets=[0, 0], start_ids=[None, 280],
+                                  device=device)
+    logits = torch.zeros(2, 300, device=device)
+    logits[:, 5] = 1.0
+    kw = {"temperature": torch.zeros(2, device=device),
+          "seeds": torch.zeros(2, dtype=torch.int64, device=device),
+          "steps": torch.zeros(2, dtype=torch.int64, device=device)}
+    ids, _ = _both(logits, reasoning=state, **kw)
+    assert ids.tolist() == [290, 5]
+
+
 def test_public_sample_dispatches_and_filters(gen, device) -> None:
     logits = random_logits(4, 1000, torch.float32, gen).to(device)
     sampling = SamplingTensors.from_lists([1.0, 0.8, 1.0, 0.0], seeds=[1, 2, 3, 4],
