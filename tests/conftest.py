@@ -5,11 +5,18 @@ before its first request (engine/model/compiled_decode.py: 10-100 s each here); 
 `THINKGATE_ENFORCE_EAGER=1` (servers it starts inherit it), and the tests of the compiled path
 (tests/engine/test_compiled_decode.py, tests/api/test_compiled_server.py) pass
 `enforce_eager=False` or clear the variable.
+
+Engines a module built are freed when the module ends: an engine sits in reference cycles
+(its threads' closures, the model's hooks), which Python's cycle collector reaches only after
+enough new objects, not enough bytes, so each one's KV cache and weights (0.5-1 GB) stayed
+until a full collection: `tests/engine` alone grew to 13-15 GB in one process.
 """
 
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -31,3 +38,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def free_module_engines() -> Iterator[None]:
+    yield
+    gc.collect()
