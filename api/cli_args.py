@@ -161,19 +161,15 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
                    choices=["critical", "error", "warning", "info", "debug", "trace"])
 
 
-def _is_bundled_name(model: str) -> bool:
-    from thinkgate.engine.demo import BUNDLED_MODELS
-
-    return model in BUNDLED_MODELS and not Path(model).expanduser().exists()
-
-
 def resolve_model_args(ns: argparse.Namespace) -> argparse.Namespace:
     """Fill in the defaults: no model means the demo model with qwen3 + hermes + auto tool
     choice, and so does a bundled model's name (`thinkgate-reasoner`); a model folder without
     parser flags gets `auto` (names read off its chat template)."""
+    from thinkgate.engine.demo import is_bundled_name
+
     model = getattr(ns, "model_tag", None) or ns.model
     ns.model = model
-    if model is None or _is_bundled_name(model):
+    if model is None or is_bundled_name(model):
         ns.reasoning_parser = ns.reasoning_parser or DEMO_REASONING_PARSER
         ns.tool_call_parser = ns.tool_call_parser or DEMO_TOOL_PARSER
         ns.enable_auto_tool_choice = True

@@ -31,8 +31,15 @@ def reasoner_model_path() -> str:
     return _checked(REASONER_MODEL_DIR, "reasoning model")
 
 
+def is_bundled_name(model: str) -> bool:
+    """Whether a model argument names a bundled model: one of `BUNDLED_MODELS` that is not also
+    a path that exists (a folder or file called `thinkgate-demo` wins over the name)."""
+    return model in BUNDLED_MODELS and not Path(model).expanduser().exists()
+
+
 def bundled_model_path(name: str) -> str | None:
     """The folder of the bundled model called `name` ("thinkgate-demo", "thinkgate-reasoner"),
-    or None when no bundled model has that name."""
-    folder = BUNDLED_MODELS.get(name)
-    return None if folder is None else _checked(folder, f"model {name!r}")
+    or None when `name` is not a bundled name (`is_bundled_name`)."""
+    if not is_bundled_name(name):
+        return None
+    return _checked(BUNDLED_MODELS[name], f"model {name!r}")

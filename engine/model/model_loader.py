@@ -51,13 +51,12 @@ def resolve_model_path(model: str | None) -> tuple[Path, str | None]:
         from thinkgate.engine.demo import demo_model_path
 
         return Path(demo_model_path()), None
-    path = Path(model).expanduser()
-    if not path.exists():  # a bundled model's name ("thinkgate-reasoner"); a folder wins
-        from thinkgate.engine.demo import bundled_model_path
+    from thinkgate.engine.demo import bundled_model_path
 
-        bundled = bundled_model_path(str(model))
-        if bundled is not None:
-            return Path(bundled), None
+    bundled = bundled_model_path(str(model))  # "thinkgate-reasoner"; a path of that name wins
+    if bundled is not None:
+        return Path(bundled), None
+    path = Path(model).expanduser()
     if path.is_file() and path.suffix == ".gguf":
         return path.parent, path.name
     if not path.is_dir():
