@@ -94,6 +94,17 @@ class LLM:
         self.llm_engine = LLMEngine(config)
         self._counter = itertools.count()
 
+    def close(self) -> None:
+        """Free the model's weights, KV cache and threads now (requests still running are
+        aborted); the object cannot generate afterwards. `with LLM(...) as llm:` calls it."""
+        self.llm_engine.close()
+
+    def __enter__(self) -> LLM:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def get_tokenizer(self) -> Any:
         return self.llm_engine.tokenizer
 

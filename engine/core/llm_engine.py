@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import random
@@ -105,6 +106,7 @@ class LLMEngine:
         # another process on the machine held up is not taken for a costly verify step
         # (on a shared 2-core machine the wall-clock ratios read 1.4 to 4 for the same step)
         self._clock = time.thread_time if self.device.type == "cpu" else time.perf_counter
+        self.closed = False
         if compile_now:
             self.compile_decode_step()
 
@@ -131,6 +133,8 @@ class LLMEngine:
         """Validate and queue a request; ValueError for a bad one. A grammar that takes longer
         than a few ms to compile parks the request until it is ready (engine/structured/compiling.py);
         its later failure comes out of `take_rejected`."""
+        if self.closed:
+            raise RuntimeError("the engine is closed: make a new one")
         if request_id in self.requests or request_id in self.compiling:
             raise ValueError(f"request_id {request_id!r} is already running")
         if not isinstance(params, SamplingParams):
@@ -335,7 +339,27 @@ class LLMEngine:
         """Drop every cached prefix block that no running sequence holds (vLLM's name)."""
         self.block_manager.reset_prefix_cache()
 
+    def close(self) -> None:
+        """Abort every request and free the weights, the KV cache and the grammar thread now.
+        Dropping the last reference is not enough: the engine sits in reference cycles
+        (callbacks, compiled graphs), which only a full garbage collection frees."""
+        if self.closed:
+            return
+        for request_id in [*self.requests, *self.compiling.request_ids()]:
+            self.abort_request(request_id)
+        close_hook = getattr(self.structured_output, "close", None)
+        if close_hook is not None:
+            close_hook()
+        self.closed = True
+        self._source = str(self.loaded.source)
+        for name in ("kv_cache", "row_store", "block_manager", "scheduler", "runner", "sampler",
+                     "speculator", "loaded", "structured_output"):
+            setattr(self, name, None)
+        gc.collect()
+
     def __repr__(self) -> str:
+        if self.closed:
+            return f"LLMEngine({json.dumps({'model': self._source, 'closed': True})})"
         info = {"model": str(self.loaded.source), "native": self.loaded.native}
         return f"LLMEngine({json.dumps(info)})"
 

@@ -59,6 +59,9 @@ class CompilingRequests:
         self._parked[request_id] = Parked(request_id, prompt, prompt_token_ids, params, future,
                                           time.monotonic() + self.timeout_s)
 
+    def request_ids(self) -> list[str]:
+        return list(self._parked)
+
     def drop(self, request_id: str) -> bool:
         return self._parked.pop(request_id, None) is not None
 
