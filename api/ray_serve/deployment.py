@@ -63,6 +63,8 @@ _ENGINE_POLL_S = 0.1  # how often a replica looks whether its engine core still 
 _DRAIN_S = 5.0  # after the engine died: the longest wait for open streams to end
 _METRICS_POST_S = 2.0  # each replica posts its /metrics text this often (and on each scrape)
 _SHUTDOWN_S = 30.0  # `serve.shutdown()` gets this long before Ray itself is stopped
+_PROXY_PATIENCE = ("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S")
+_PROXY_PATIENCE_S = 60.0  # for each of those, on a cluster this process starts
 
 
 def serve_args(args: Sequence[str] | dict[str, Any] | None) -> argparse.Namespace:
@@ -324,6 +326,11 @@ def serve_replicated(ns: argparse.Namespace) -> None:
         if ns.ray_address:
             ray.init(address=ns.ray_address)
         else:  # this machine: room for every replica and a replacement while one restarts
+            # Serve gives its HTTP proxy 5 s to report ready (10 s a health check), three tries,
+            # then fails `serve.start`: on a busy machine (load 6 on 2 cores) the proxy needed
+            # more. The local cluster's processes inherit this environment; a user's value wins.
+            for var in _PROXY_PATIENCE:
+                os.environ.setdefault(var, str(_PROXY_PATIENCE_S))
             cpus = os.cpu_count() or 1
             ray.init(num_cpus=max(cpus, ns.replicas + 1), include_dashboard=False)
             if ns.engine_threads is None and ns.device in ("auto", "cpu"):
