@@ -26,6 +26,20 @@ PROMPTS = [
 ]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread() -> Any:
+    """The module's engines compile and run on one torch thread, as `thinkgate serve`'s engine
+    core runs the demo model: TorchInductor's CPU code (and its on-disk cache key) depends on
+    the thread count, so the default graph here reuses what tests/api/test_compiled_server.py
+    compiled (on an empty cache: 28 s against 70 s at load 8)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def compiled(demo_dir: str) -> Any:
     from thinkgate import LLM
