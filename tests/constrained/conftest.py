@@ -2,26 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
-
-_CALLER_TRITON_INTERPRET = os.environ.get("TRITON_INTERPRET", "")
-
-
-@pytest.fixture(autouse=True)
-def torch_twin_sampling(monkeypatch: pytest.MonkeyPatch) -> None:
-    """End-to-end decoding here samples through the kernels' torch twins even under
-    TRITON_INTERPRET=1 (the interpreter makes each step ~10x slower; tests/kernels compare the
-    Triton kernels with the twins). Tests that ask for `triton_path` keep the interpreter."""
-    monkeypatch.setenv("TRITON_INTERPRET", "0")
-
-
-@pytest.fixture()
-def triton_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Sample through the Triton kernels when TRITON_INTERPRET=1 was given (CI's setting)."""
-    monkeypatch.setenv("TRITON_INTERPRET", _CALLER_TRITON_INTERPRET)
 
 
 @pytest.fixture(scope="session")

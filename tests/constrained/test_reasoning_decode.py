@@ -90,7 +90,8 @@ def three_token_marker(llm: Any, tokenizer: Any) -> Iterator[tuple[str, list[int
         engine.structured_output = saved
 
 
-def test_a_three_token_end_marker(llm: Any, tokenizer: Any, triton_path: None,
+@pytest.mark.triton_path
+def test_a_three_token_end_marker(llm: Any, tokenizer: Any,
                                   three_token_marker: tuple[str, list[int]]) -> None:
     marker, marker_ids = three_token_marker
     prompt = "<|im_start|>user\nWhat's the weather in Lisbon?<|im_end|>\n<|im_start|>assistant\n"

@@ -87,7 +87,8 @@ def test_json_object_gives_an_object(llm: Any) -> None:
         assert o.text.startswith("{")
 
 
-def test_a_bad_schema_fails_only_its_request(llm: Any, triton_path: None) -> None:
+@pytest.mark.triton_path
+def test_a_bad_schema_fails_only_its_request(llm: Any) -> None:
     engine = llm.llm_engine
     engine.add_request("good-1", PROMPT, _params(1, json=SCHEMAS[1]))
     with pytest.raises(ValueError, match="structured_outputs"):

@@ -13,6 +13,8 @@ from thinkgate.engine.config import EngineConfig
 from thinkgate.engine.kv.kv_cache import build_attention_metadata, paged_attention
 from thinkgate.engine.model.cuda_graphs import attention_plan
 
+pytestmark = pytest.mark.triton_path  # the subject is the Triton kernels' path
+
 PROMPTS = ["hello", "What is the weather in Paris?", "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16"]
 
 

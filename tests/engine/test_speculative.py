@@ -5,7 +5,6 @@ drafts really kept, and vLLM's config names and defaults."""
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import jsonschema
@@ -23,21 +22,6 @@ REPEATING = [
     "1 2 3 4 5 6 7 8 9 10 1 2 3 4 5 6 7 8 9 10 1 2 3",
     "alpha beta gamma delta alpha beta gamma delta alpha beta",
 ]
-
-
-_CALLER_TRITON_INTERPRET = os.environ.get("TRITON_INTERPRET", "")
-
-
-@pytest.fixture(autouse=True)
-def torch_twin_sampling(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
-    """Both engines sample through the kernels' torch twins, even under `make test`'s
-    TRITON_INTERPRET=1 (the interpreter makes this file ~4x slower; the kernels are compared
-    with their twins in tests/kernels); tests marked `triton_path` keep the caller's setting:
-    the verify step through the interpreted Triton kernels."""
-    if request.node.get_closest_marker("triton_path") is None:
-        monkeypatch.setenv("TRITON_INTERPRET", "0")
-    else:
-        monkeypatch.setenv("TRITON_INTERPRET", _CALLER_TRITON_INTERPRET)
 
 
 def _always_draft(llm: LLM) -> LLM:
