@@ -164,13 +164,15 @@ def valid_under(kind: str, chats: list[Chat], outs: list[Any]) -> float:
 
 
 def evaluate(name: str, folder: str, n: int, budgets: list[int], max_tokens: int,
-             think_max_tokens: int = 512) -> dict[str, Any]:
+             think_max_tokens: int = 512, heldout_seed: int = 1234) -> dict[str, Any]:
     llm = load(folder)
     tok = llm.get_tokenizer()
-    sets = {k: heldout_chats(name, k, n) for k in ("tool", "json", "result", "plain")}
+    sets = {k: heldout_chats(name, k, n, seed=heldout_seed)
+            for k in ("tool", "json", "result", "plain")}
     on = {k: [c for c in v if c.template_kwargs.get("enable_thinking", True)]
           for k, v in sets.items()}
-    report: dict[str, Any] = {"model": name, "folder": folder, "n": n}
+    report: dict[str, Any] = {"model": name, "folder": folder, "n": n,
+                              "heldout_seed": heldout_seed}
     report["tool_auto"] = tool_scores(sets["tool"], run(llm, sets["tool"]))
     report["tool_required"] = tool_scores(sets["tool"], run(llm, sets["tool"],
                                                             tool_choice="required"))
@@ -202,7 +204,8 @@ def evaluate(name: str, folder: str, n: int, budgets: list[int], max_tokens: int
 
 def print_report(r: dict[str, Any], max_tokens: int) -> None:
     pct = lambda x: f"{100 * x:.1f}%"  # noqa: E731
-    print(f"\n## {r['model']} ({r['folder']}), {r['n']} held-out chats per kind\n")
+    print(f"\n## {r['model']} ({r['folder']}), {r['n']} held-out chats per kind "
+          f"(held-out seed {r.get('heldout_seed', 1234)})\n")
     print("| measure | share |\n|---|---|")
     for key, label in (("tool_auto", "tool_choice auto"), ("tool_required", "tool_choice "
                                                                              "required")):
@@ -246,6 +249,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-tokens", type=int, default=64, help="max_tokens of the validity runs")
     ap.add_argument("--think-max-tokens", type=int, default=512,
                     help="max_tokens of the thinking-length runs")
+    ap.add_argument("--heldout-seed", type=int, default=1234,
+                    help="seed of the held-out sets (another seed draws other chats, values "
+                    "still never seen in training: how much the figures move between sets)")
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = ap.parse_args(argv)
     from thinkgate.engine.demo import demo_model_path, reasoner_model_path
@@ -256,7 +262,7 @@ def main(argv: list[str] | None = None) -> None:
     reports = []
     for name in args.models:
         reports.append(evaluate(name, getattr(args, name), args.n, args.budget, args.max_tokens,
-                                args.think_max_tokens))
+                                args.think_max_tokens, args.heldout_seed))
         print_report(reports[-1], args.max_tokens)
     if args.json:
         args.json.write_text(json.dumps(reports, indent=2) + "\n")

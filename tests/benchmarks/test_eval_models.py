@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import pytest
 from thinkgate.benchmarks.eval_models import json_scores, result_scores, tool_scores
 from thinkgate.benchmarks.training.chats import heldout_chats
 
@@ -45,3 +46,21 @@ def test_result_scores_need_every_value_of_the_result() -> None:
     outs = [_out(chats[0].task.answer), _out("Done.")]
     assert chats[1].task.expected["used"]  # the second answer misses real values
     assert result_scores(chats, outs) == {"uses_result": 1 / 2}
+
+
+def test_heldout_seed_draws_the_sets_evaluate_runs(monkeypatch) -> None:
+    """`--heldout-seed` reaches `evaluate` (the default, 1234, is the set the recorded figures
+    used)."""
+    from thinkgate.benchmarks import eval_models
+
+    seen = []
+
+    def fake_evaluate(name, folder, n, budgets, max_tokens, think_max_tokens, heldout_seed):
+        seen.append(heldout_seed)
+        raise SystemExit(0)  # no model load: only the argument's path is under test
+
+    monkeypatch.setattr(eval_models, "evaluate", fake_evaluate)
+    for argv, want in ((["--n", "2"], 1234), (["--n", "2", "--heldout-seed", "7"], 7)):
+        with pytest.raises(SystemExit):
+            eval_models.main(argv)
+        assert seen[-1] == want
