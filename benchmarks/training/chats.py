@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import re
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ MODELS = ("demo", "reasoner")
 KINDS = ("tool", "json", "result", "plain", "copy", "short_json", "forced")
 _WEIGHTS = {"demo": (33, 22, 14, 14, 12, 5, 3), "reasoner": (25, 20, 15, 28, 12, 3, 2)}
 COMPACT_SHARE = 0.25  # tool answers written as a forced call's grammar writes them
+JSON_COMPACT_PERCENT = 50  # JSON answers written as a response_format grammar writes them
 _SYSTEMS = ["You are a helpful assistant.", "Be brief.", "You are a careful assistant.",
             "Answer the user."]
 _PIECE = re.compile(r"\w+|\s+|[^\w\s]+")
@@ -96,6 +98,8 @@ def make_chat(rng: random.Random, model: str, split: str = "train",
     task = draw_task(v, model, kind)
     if task.kind == "tool" and rng.random() < COMPACT_SHARE:
         task.compact = True
+    elif task.kind == "json" and zlib.crc32(task.user.encode()) % 100 < JSON_COMPACT_PERCENT:
+        task.compact = True  # by a hash, not `rng`: the held-out sets stay as they were
     tools = task.tools
     if tools is None and rng.random() < 0.3:
         tools = [TOOLS[n] for n in rng.sample(sorted(TOOLS), rng.randint(1, 2))]
@@ -111,9 +115,9 @@ def make_chat(rng: random.Random, model: str, split: str = "train",
     else:
         reasoning = _reasoning(task, model, effort)
         if model == "reasoner" and rng.random() < 0.15:
-            completion = f"<think>\n{_cut(reasoning, rng)}</think>\n\n{task.body()}"
+            completion = f"<think>\n{_cut(reasoning, rng)}</think>{task.separator}{task.body()}"
         else:
-            completion = f"<think>\n{reasoning}\n</think>\n\n{task.body()}"
+            completion = f"<think>\n{reasoning}\n</think>{task.separator}{task.body()}"
     return Chat(messages, tools, kwargs, completion, task)
 
 
