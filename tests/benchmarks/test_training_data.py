@@ -122,3 +122,63 @@ def test_compact_calls_are_what_a_forced_calls_grammar_writes():
     assert 20 < len(compact) < 80
     for chat in compact:
         assert chat.completion.endswith(render_calls("hermes", chat.task.calls))
+
+
+def _goes_through(g, params, text: str, tok) -> bool:
+    """Whether `text`, as the tokenizer splits it, passes the constraint's mask token by token
+    from its first token on (where the grammar starts once thinking has ended)."""
+    row = g.new_request(params)
+    for token in tok.encode(text, add_special_tokens=False):
+        mask = g.fill_bitmask([row])
+        if mask is None or not (int(mask[0, token >> 5]) >> (token & 31)) & 1:
+            return False
+        if not row.accept(token):
+            return False
+    return True
+
+
+def test_grammar_shaped_answers_follow_thinking_as_the_grammar_writes_them():
+    """A `response_format` or `tool_choice=required` grammar starts right after `</think>` and
+    forbids the template's blank line there: answers written as a grammar writes them follow
+    `</think>` directly and go through the request's own mask; the others keep the blank line,
+    which that mask refuses."""
+    from thinkgate.engine.demo import demo_model_path
+    from thinkgate.engine.sampling_params import StructuredOutputsParams
+    from thinkgate.engine.structured import Grammar, tool_call_constraint
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(demo_model_path())
+    g = Grammar(tok, -(-len(tok) // 64) * 64, [tok.convert_tokens_to_ids("<|im_end|>")],
+                max_num_seqs=1)
+    rng = random.Random(6)
+    chats = [make_chat(rng, "demo", "train", kind) for kind in ("json", "tool")
+             for _ in range(40)]
+    thinking = [c for c in chats if c.template_kwargs["enable_thinking"]]
+    shaped = [c for c in thinking if c.task.compact]
+    assert {c.task.kind for c in shaped} == {"json", "tool"}
+    assert len(shaped) < len(thinking)
+    try:
+        for chat in shaped[:12]:
+            after = chat.completion.split("</think>", 1)[1]
+            if chat.task.kind == "json":
+                params = StructuredOutputsParams(json=chat.task.schema)
+            else:
+                params = tool_call_constraint("hermes", chat.tools, "required")
+            assert _goes_through(g, params, after, tok), chat.completion
+            assert not _goes_through(g, params, "\n\n" + after, tok)
+        for chat in thinking:
+            if not chat.task.compact:
+                assert chat.completion.split("</think>", 1)[1] == "\n\n" + chat.task.body()
+    finally:
+        g.close()
+
+
+def test_heldout_tool_sets_draw_the_tools_alike():
+    """Training draws the free-text tools more often; the held-out set does not."""
+    from collections import Counter
+
+    rng = random.Random(8)
+    train = Counter(make_chat(rng, "demo", "train", "tool").task.calls[0][0] for _ in range(600))
+    held = Counter(c.task.calls[0][0] for c in heldout_chats("demo", "tool", 600))
+    assert train["send_email"] > 2 * train["get_time"]
+    assert held["send_email"] < 1.6 * held["get_time"] and held["get_time"] < 1.6 * held["send_email"]
