@@ -5,7 +5,8 @@ Everything runs through thinkgate itself (`LLM`, the chat layer, the qwen3 + her
 the grammar and the reasoning gate), greedy. Tables:
 
 1. tools: the right tool with every argument value copied exactly (`tool_choice` auto and
-   required); json: `response_format` json_schema answers holding the asked-for values; result:
+   required), on requests offered 1-3 of twelve tools and (demo model) on requests offered the
+   demo's eight tools, as the playground offers them; json: `response_format` json_schema answers holding the asked-for values; result:
    answers after a tool result that repeat the result's values.
 2. thinking length (reasoning tokens) per kind of request and per `reasoning_effort`, and how
    often the model closed its thinking itself; whether it follows the question: per number of
@@ -26,7 +27,12 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from thinkgate.benchmarks.training.chats import Chat, heldout_chats, reasoning_steps
+from thinkgate.benchmarks.training.chats import (
+    Chat,
+    heldout_chats,
+    heldout_demo_tool_chats,
+    reasoning_steps,
+)
 
 MODELS = ("demo", "reasoner")
 
@@ -176,6 +182,10 @@ def evaluate(name: str, folder: str, n: int, budgets: list[int], max_tokens: int
     report["tool_auto"] = tool_scores(sets["tool"], run(llm, sets["tool"]))
     report["tool_required"] = tool_scores(sets["tool"], run(llm, sets["tool"],
                                                             tool_choice="required"))
+    if name == "demo":
+        eight = heldout_demo_tool_chats(n)
+        report["tool8_auto"] = tool_scores(eight, run(llm, eight))
+        report["tool8_required"] = tool_scores(eight, run(llm, eight, tool_choice="required"))
     report["json_schema"] = json_scores(sets["json"], run(llm, sets["json"], schema="json_schema"))
     report["result"] = result_scores(sets["result"], run(llm, sets["result"]))
     report["plain"] = plain_scores(sets["plain"], run(llm, sets["plain"]))
@@ -207,8 +217,12 @@ def print_report(r: dict[str, Any], max_tokens: int) -> None:
     print(f"\n## {r['model']} ({r['folder']}), {r['n']} held-out chats per kind "
           f"(held-out seed {r.get('heldout_seed', 1234)})\n")
     print("| measure | share |\n|---|---|")
-    for key, label in (("tool_auto", "tool_choice auto"), ("tool_required", "tool_choice "
-                                                                             "required")):
+    for key, label in (("tool_auto", "tool_choice auto"),
+                       ("tool_required", "tool_choice required"),
+                       ("tool8_auto", "the demo's eight tools, tool_choice auto"),
+                       ("tool8_required", "the demo's eight tools, tool_choice required")):
+        if key not in r:
+            continue
         print(f"| {label}: right tool | {pct(r[key]['right_tool'])} |")
         print(f"| {label}: right tool, exact argument values | {pct(r[key]['exact_args'])} |")
     print(f"| json_schema: valid | {pct(r['json_schema']['valid'])} |")

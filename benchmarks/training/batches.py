@@ -23,9 +23,10 @@ class Batches:
     a batch holds at most `batch_size` chats and `max_tokens` tokens with its padding."""
 
     def __init__(self, tok, model: str, batch_size: int, seed: int, max_tokens: int = 8192,
-                 pool: int = 8, weights: tuple[float, ...] | None = None) -> None:
+                 pool: int = 8, weights: tuple[float, ...] | None = None,
+                 mix: str = "v2") -> None:
         self.tok, self.model, self.batch_size, self.pool = tok, model, batch_size, pool
-        self.max_tokens, self.weights = max_tokens, weights
+        self.max_tokens, self.weights, self.mix = max_tokens, weights, mix
         self.rng = random.Random(seed)
         self.ready: list[list[tuple[list[int], int]]] = []
 
@@ -37,7 +38,8 @@ class Batches:
         self.ready = state["ready"]
 
     def _refill(self) -> None:
-        rows = [encode(self.tok, make_chat(self.rng, self.model, weights=self.weights))
+        rows = [encode(self.tok, make_chat(self.rng, self.model, weights=self.weights,
+                                                mix=self.mix))
                 for _ in range(self.batch_size * self.pool)]
         rows.sort(key=lambda r: len(r[0]))
         batch: list[tuple[list[int], int]] = []

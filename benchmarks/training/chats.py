@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import re
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,11 +20,14 @@ from thinkgate.benchmarks.training.tasks_json import json_task
 from thinkgate.benchmarks.training.tasks_plain import copy_task, plain_task, short_json_task
 from thinkgate.benchmarks.training.tasks_tools import TOOLS, forced_task, result_task, tool_task
 from thinkgate.benchmarks.training.values import Values
+from thinkgate.engine.demo.data import TOOLS as DEMO_TOOLS
 
 MODELS = ("demo", "reasoner")
 KINDS = ("tool", "json", "result", "plain", "copy", "short_json", "forced")
 _WEIGHTS = {"demo": (33, 22, 14, 14, 12, 5, 3), "reasoner": (25, 20, 15, 28, 12, 3, 2)}
+MIXES = ("v2", "v3")  # v2: the data v2 was trained on; v3: the changes listed in make_chat
 COMPACT_SHARE = 0.25  # tool answers written as a forced call's grammar writes them
+JSON_TIGHT_PERCENT = 50  # (v3) JSON answers written as a response_format grammar writes them
 _SYSTEMS = ["You are a helpful assistant.", "Be brief.", "You are a careful assistant.",
             "Answer the user."]
 _PIECE = re.compile(r"\w+|\s+|[^\w\s]+")
@@ -84,18 +88,31 @@ def _effort(rng: random.Random) -> str | None:
 
 
 def make_chat(rng: random.Random, model: str, split: str = "train",
-              kind: str | None = None, weights: tuple[float, ...] | None = None) -> Chat:
+              kind: str | None = None, weights: tuple[float, ...] | None = None,
+              mix: str = "v2") -> Chat:
     """One chat for `model` ("demo" or "reasoner") with values of `split`; the kind is drawn
-    with `weights` (one per KINDS entry; default the model's mixture) unless given."""
+    with `weights` (one per KINDS entry; default the model's mixture) unless given.
+
+    `mix` "v3" changes training chats only (held-out sets are the same under both): half of the
+    JSON answers (by a hash of the question) and every grammar-shaped tool answer follow
+    `</think>` with no blank line, as a `response_format` / forced-call grammar writes them;
+    free-text tools are drawn more often, with a word more at most in their free text; two
+    calls twice as often; a quarter of the tool lists are long (4-8 tools, often the demo's
+    eight, as the playground offers them)."""
     if model not in MODELS:
         raise ValueError(f"model must be one of {MODELS}, not {model!r}")
-    v = Values(rng, split)
+    if mix not in MIXES:
+        raise ValueError(f"mix must be one of {MIXES}, not {mix!r}")
+    v = Values(rng, split, mix)
     kind = kind or rng.choices(KINDS, weights=weights or _WEIGHTS[model])[0]
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
     task = draw_task(v, model, kind)
     if task.kind == "tool" and rng.random() < COMPACT_SHARE:
         task.compact = True
+    if v.v3 and (task.compact or (task.kind == "json" and zlib.crc32(task.user.encode())
+                                  % 100 < JSON_TIGHT_PERCENT)):
+        task.tight = True  # by a hash, not `rng`: the stream of chats stays as it was
     tools = task.tools
     if tools is None and rng.random() < 0.3:
         tools = [TOOLS[n] for n in rng.sample(sorted(TOOLS), rng.randint(1, 2))]
@@ -111,9 +128,9 @@ def make_chat(rng: random.Random, model: str, split: str = "train",
     else:
         reasoning = _reasoning(task, model, effort)
         if model == "reasoner" and rng.random() < 0.15:
-            completion = f"<think>\n{_cut(reasoning, rng)}</think>\n\n{task.body()}"
+            completion = f"<think>\n{_cut(reasoning, rng)}</think>{task.separator}{task.body()}"
         else:
-            completion = f"<think>\n{reasoning}\n</think>\n\n{task.body()}"
+            completion = f"<think>\n{reasoning}\n</think>{task.separator}{task.body()}"
     return Chat(messages, tools, kwargs, completion, task)
 
 
@@ -121,3 +138,18 @@ def heldout_chats(model: str, kind: str, n: int, seed: int = 1234) -> list[Chat]
     """`n` chats of one kind whose values the models never saw in training."""
     rng = random.Random(f"{seed}-{model}-{kind}")
     return [make_chat(rng, model, "heldout", kind) for _ in range(n)]
+
+
+def heldout_demo_tool_chats(n: int, seed: int = 1234) -> list[Chat]:
+    """`n` held-out requests for one of the demo's eight tools with all eight offered, in the
+    playground's order (what `LLM().chat(..., tools=...)` users and the playground send)."""
+    rng = random.Random(f"{seed}-demo-tools8")
+    chats = []
+    for _ in range(n):
+        task = tool_task(Values(rng, "heldout"), rng.choice(sorted(DEMO_TOOLS)))
+        thinking = rng.random() < 0.8
+        body = task.body()
+        completion = f"<think>\n{task.short}\n</think>\n\n{body}" if thinking else body
+        chats.append(Chat([{"role": "user", "content": task.user}], list(DEMO_TOOLS.values()),
+                          {"enable_thinking": thinking}, completion, task))
+    return chats

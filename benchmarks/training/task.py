@@ -27,7 +27,14 @@ class Task:
     expected: dict[str, Any] | None = None  # ("json") the values asked for; ("result") used
     check: str | None = None        # a high-effort double-check sentence
     compact: bool = False           # ("tool") calls as a forced call's grammar writes them
+    tight: bool = False             # no blank line after </think> (below; the v3 mix)
 
+    @property
+    def separator(self) -> str:
+        """What follows `</think>`: a blank line, or nothing where a grammar writes the answer
+        (`tool_choice` required / named and `response_format` grammars start right after the
+        end of thinking, so the model must go on from `</think><tool_call>` or `</think>{`)."""
+        return "" if self.tight else "\n\n"
 
     def body(self) -> str:
         """The assistant's turn after any thinking."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from thinkgate.benchmarks.training.batches import Batches, repeat_batch
+from thinkgate.benchmarks.training.chats import MIXES
 from thinkgate.benchmarks.training.copy_head import copy_loss, watch_copy_heads
 from thinkgate.benchmarks.training.tokenizer import train_tokenizer
 
@@ -87,7 +88,7 @@ def train(model, tok, args: argparse.Namespace, template: str) -> None:
 
     weights = tuple(float(w) for w in args.weights.split(",")) if args.weights else None
     batches = Batches(tok, args.model, args.batch_size, args.seed + 1, args.max_tokens,
-                      weights=weights)
+                      weights=weights, mix=args.mix)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01,
                             betas=(0.9, 0.95))
     rng = random.Random(args.seed + 2)
@@ -193,6 +194,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="LAYER:HEAD,... taught to attend like induction heads")
     ap.add_argument("--weights", default=None, help="kind weights, comma-separated in "
                     "chats.KINDS order (default: the model's mixture)")
+    ap.add_argument("--mix", choices=MIXES, default="v2",
+                    help="the training chats: v2 (what v2 and the reasoner were trained on) or "
+                    "v3 (chats.make_chat lists the changes)")
     ap.add_argument("--max-tokens", type=int, default=8192,
                     help="at most this many tokens (padding included) in a chat batch")
     ap.add_argument("--checkpoint-every", type=int, default=100,

@@ -117,10 +117,12 @@ def pseudo_word(rng: random.Random, min_syl: int = 1, max_syl: int = 4) -> str:
 class Values:
     """Draws values of one split ("train" or "heldout") from a seeded `random.Random`."""
 
-    def __init__(self, rng: random.Random, split: str) -> None:
+    def __init__(self, rng: random.Random, split: str, mix: str = "v2") -> None:
         if split not in ("train", "heldout"):
             raise ValueError(f"split must be 'train' or 'heldout', not {split!r}")
         self.rng, self.split = rng, split
+        # the v3 mix's changes reach training only: held-out sets stay as they were
+        self.v3 = mix == "v3" and split == "train"
 
     def _keep(self, value: str) -> bool:
         return is_heldout(value) == (self.split == "heldout")
@@ -155,6 +157,9 @@ class Values:
         return self._word(WORDS, 0.3 if self.split == "train" else 0.1, False)
 
     def phrase(self, lo: int = 1, hi: int = 3) -> str:
+        """Words (some made up); the v3 mix draws one more at most, so that where a copied
+        free-text value ends is read from the request, not from the lengths seen in training."""
+        hi += self.v3
         return self._draw(lambda: " ".join(self.rng.choice(WORDS) if self.rng.random() < 0.8
                                            else pseudo_word(self.rng, 1, 3)
                                            for _ in range(self.rng.randint(lo, hi))))

@@ -1,7 +1,7 @@
 """Build the first demo model (v1, 1.8M parameters) with
 `python -m thinkgate.engine.demo.build --out DIR`; and the byte-level BPE training
 (`bpe_tokenizer`) both demo models use. The bundled model is
-now v2, trained by `benchmarks/training/` (its README has the commands).
+now v3, trained by `benchmarks/training/` (its README has the commands).
 
 Trains, on CPU in a few minutes and fully seeded, (1) a byte-level BPE tokenizer on the Python
 standard library's sources plus synthetic chats, and (2) a tiny Qwen3 on synthetic chats with the
@@ -171,7 +171,7 @@ def save(model, tok, out: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True,
-                    help=f"where to write v1 (not {DEMO_MODEL_DIR}: the bundled v2 lives there)")
+                    help=f"where to write v1 (not {DEMO_MODEL_DIR}: the bundled v3 lives there)")
     ap.add_argument("--steps", type=int, default=320)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)

@@ -120,8 +120,11 @@ def test_json_schema_response_format(client) -> None:
 
 
 def test_tools_and_response_format_together(client) -> None:
-    schema = {"type": "object", "properties": {"answer": {"type": "string"}},
-              "required": ["answer"]}
+    # closed and bounded: with its thinking cut by the budget mid-word ("I will call get_"), the
+    # tiny demo model (v3) answers in JSON and an open schema's free text and extra keys let it
+    # ramble to max_tokens; without the budget it calls get_weather
+    schema = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 40}},
+              "required": ["answer"], "additionalProperties": False}
     out = client.chat.completions.create(
         model=MODEL, messages=ASK_WEATHER, tools=[WEATHER], max_tokens=160, temperature=0,
         response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": schema}},

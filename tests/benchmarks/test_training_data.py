@@ -122,3 +122,110 @@ def test_compact_calls_are_what_a_forced_calls_grammar_writes():
     assert 20 < len(compact) < 80
     for chat in compact:
         assert chat.completion.endswith(render_calls("hermes", chat.task.calls))
+
+
+def _goes_through(g, params, text: str, tok) -> bool:
+    """Whether `text`, as the tokenizer splits it, passes the constraint's mask token by token
+    from its first token on (where the grammar starts once thinking has ended)."""
+    row = g.new_request(params)
+    for token in tok.encode(text, add_special_tokens=False):
+        mask = g.fill_bitmask([row])
+        if mask is None or not (int(mask[0, token >> 5]) >> (token & 31)) & 1:
+            return False
+        if not row.accept(token):
+            return False
+    return True
+
+
+def test_grammar_shaped_answers_follow_thinking_as_the_grammar_writes_them():
+    """A `response_format` or `tool_choice=required` grammar starts right after `</think>` and
+    forbids the template's blank line there: in the v3 mix, answers written as a grammar writes
+    them follow `</think>` directly and go through the request's own mask; the others keep the
+    blank line, which that mask refuses. The v2 mix keeps the blank line everywhere."""
+    from thinkgate.engine.demo import demo_model_path
+    from thinkgate.engine.sampling_params import StructuredOutputsParams
+    from thinkgate.engine.structured import Grammar, tool_call_constraint
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(demo_model_path())
+    g = Grammar(tok, -(-len(tok) // 64) * 64, [tok.convert_tokens_to_ids("<|im_end|>")],
+                max_num_seqs=1)
+    rng = random.Random(6)
+    chats = [make_chat(rng, "demo", "train", kind, mix="v3") for kind in ("json", "tool")
+             for _ in range(40)]
+    thinking = [c for c in chats if c.template_kwargs["enable_thinking"]]
+    shaped = [c for c in thinking if c.task.tight]
+    assert all(c.task.tight for c in thinking if c.task.compact)
+    assert {c.task.kind for c in shaped} == {"json", "tool"}
+    assert len(shaped) < len(thinking)
+    try:
+        for chat in shaped[:12]:
+            after = chat.completion.split("</think>", 1)[1]
+            if chat.task.kind == "json":
+                params = StructuredOutputsParams(json=chat.task.schema)
+            else:
+                params = tool_call_constraint("hermes", chat.tools, "required")
+            assert _goes_through(g, params, after, tok), chat.completion
+            assert not _goes_through(g, params, "\n\n" + after, tok)
+        for chat in thinking:
+            if not chat.task.tight:
+                assert chat.completion.split("</think>", 1)[1] == "\n\n" + chat.task.body()
+    finally:
+        g.close()
+    rng = random.Random(6)
+    for kind in ("json", "tool", "forced"):
+        for _ in range(40):
+            chat = make_chat(rng, "demo", "train", kind)
+            assert "</think>" not in chat.completion or "</think>\n\n" in chat.completion
+
+
+def test_heldout_tool_sets_draw_the_tools_alike():
+    """The v3 mix draws the free-text tools more often in training; the held-out set does not."""
+    from collections import Counter
+
+    rng = random.Random(8)
+    train = Counter(make_chat(rng, "demo", "train", "tool", mix="v3").task.calls[0][0]
+                    for _ in range(600))
+    held = Counter(c.task.calls[0][0] for c in heldout_chats("demo", "tool", 600))
+    assert train["send_email"] > 2 * train["get_time"]
+    assert held["send_email"] < 1.6 * held["get_time"] and held["get_time"] < 1.6 * held["send_email"]
+
+
+def test_the_v3_mix_changes_training_chats_only():
+    assert not Values(random.Random(0), "heldout", "v3").v3
+    assert Values(random.Random(0), "train", "v3").v3
+    for kind in KINDS:
+        a = make_chat(random.Random(kind), "demo", "heldout", kind, mix="v2")
+        b = make_chat(random.Random(kind), "demo", "heldout", kind, mix="v3")
+        assert (a.messages, a.tools, a.completion) == (b.messages, b.tools, b.completion)
+    with pytest.raises(ValueError, match="'v9'"):
+        make_chat(random.Random(0), "demo", mix="v9")
+
+
+def test_the_v3_mix_offers_long_tool_lists_and_the_demo_tools_as_the_playground_does():
+    from thinkgate.engine.demo.data import TOOLS as DEMO_TOOLS
+
+    rng = random.Random(9)
+    sizes = {mix: [len(make_chat(rng, "demo", "train", "tool", mix=mix).tools)
+                   for _ in range(300)] for mix in ("v2", "v3")}
+    assert max(sizes["v2"]) <= 3
+    assert 30 < sum(n >= 4 for n in sizes["v3"]) < 120
+    eight = list(DEMO_TOOLS.values())
+    v3 = [make_chat(rng, "demo", "train", "tool", mix="v3") for _ in range(300)]
+    assert any(c.tools == eight for c in v3)
+    for chat in v3:
+        for name, _ in chat.task.calls:
+            assert name in {t["function"]["name"] for t in chat.tools}
+
+
+def test_the_eight_tool_heldout_set_offers_the_playground_tools():
+    from thinkgate.benchmarks.training.chats import heldout_demo_tool_chats
+    from thinkgate.engine.demo.data import TOOLS as DEMO_TOOLS
+
+    chats = heldout_demo_tool_chats(60)
+    assert len({c.task.user for c in chats}) > 50
+    assert {c.task.calls[0][0] for c in chats} == set(DEMO_TOOLS)
+    for chat in chats:
+        assert chat.tools == list(DEMO_TOOLS.values())
+        for _, args in chat.task.calls:
+            assert is_heldout(str(next(iter(args.values())))), args

@@ -221,7 +221,10 @@ def _generate(path: Path, demo_dir: str, dtype: str, monkeypatch: pytest.MonkeyP
 def test_gguf_model_packed_matches_dequantized(model: str, tmp_path: Path, demo_dir: str,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """The same file packed in bf16 and dequantized in float32 (exact): the same greedy tokens,
-    every top-5 logprob both report within 0.3 nats. That is bf16's error, not the packing's:
+    every top-5 logprob both report within 0.3 nats plus 3% of its size (bf16 keeps 8 bits, so
+    its error grows with a logit's distance from the top: the demo model v3, sharper than v2,
+    put a rank-4 token at -8.44 nats in float32 and -8.11 in bf16). That is bf16's error, not
+    the packing's (a wrong packing moves the top tokens, whose logprobs lie near 0):
     seen at most 0.243 (demo) and 0.224 (Q4_K, first step) packed, 0.247 and 0.357 for the
     same files dequantized to dense bf16 (today's path, which also leaves the float32 tokens
     on one demo prompt). The trained demo model runs 16 tokens; the random Q4_K model has near
@@ -242,7 +245,8 @@ def test_gguf_model_packed_matches_dequantized(model: str, tmp_path: Path, demo_
             shared = set(g_step) & set(w_step)
             assert len(shared) >= 3
             for tid in shared:
-                assert abs(g_step[tid].logprob - w_step[tid].logprob) < 0.3, (tid, w_step)
+                bound = 0.3 + 0.03 * abs(w_step[tid].logprob)
+                assert abs(g_step[tid].logprob - w_step[tid].logprob) < bound, (tid, w_step)
 
 
 @needs_int4

@@ -34,7 +34,10 @@ def cached(demo_dir: str) -> LLM:
 
 
 def check_rows(llm: LLM) -> None:
-    """Every block a row's record names holds that block's K/V (the pool's copy)."""
+    """Every block a row's record names holds that block's K/V (the pool's copy), up to float32
+    rounding: a row that computed the block again in a longer prefill (a short cached prefix
+    not used) rounds otherwise than the prefill that filled the pool (about 1e-4 with the demo
+    model v3, after four layers); another block's K/V would differ by O(1)."""
     engine = llm.llm_engine
     store, cache = engine.row_store, engine.kv_cache
     bs = store.block_size
@@ -44,8 +47,10 @@ def check_rows(llm: LLM) -> None:
             if block is None:
                 continue  # evicted from the pool: nothing to compare with
             for (k, v), (pk, pv) in zip(cache.layers, store.layers):
-                assert torch.allclose(k[row, i * bs:(i + 1) * bs], pk[block], atol=1e-5)
-                assert torch.allclose(v[row, i * bs:(i + 1) * bs], pv[block], atol=1e-5)
+                assert torch.allclose(k[row, i * bs:(i + 1) * bs], pk[block], rtol=0,
+                                      atol=1e-3)
+                assert torch.allclose(v[row, i * bs:(i + 1) * bs], pv[block], rtol=0,
+                                      atol=1e-3)
 
 
 def drive(llm: LLM, arrivals: list[tuple[int, str, list[int], int]]) -> dict[str, list[int]]:
