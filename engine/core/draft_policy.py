@@ -13,9 +13,9 @@ Counts decay (`DECAY` per observation), so the rates follow the text.
 Per row, a draft keeps its leading ids while the chance that all of them are kept stays at
 least `MIN_CHANCE`, so a row that keeps little drafts nothing. Per step, the drafts run at the
 width (ids per row at most) whose expected tokens per unit of time are the most, if that beats
-a plain step: a verify step's cost in plain steps is the engine's own timing of both at that
-batch size and width (`StepCosts`); otherwise every draft becomes a shadow and the step is a
-plain one.
+a plain step: a verify step's cost in plain steps is a line in the width fitted to the
+engine's own timings of both at that batch size (`StepCosts`); otherwise every draft becomes a
+shadow and the step is a plain one.
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ PRIOR_FIRST = (1.0, 2.0)  # a new row's chances: 0.5 for a draft's first id, 0.7
 PRIOR_NEXT = (3.0, 4.0)
 DEFAULT_FIXED, DEFAULT_SLOPE = 0.1, 0.05  # a verify step's cost guessed before it is timed
 MAX_RATIO = 4.0  # a slower verify step is counted as this (a busy machine, a first call)
-WINDOW = 16  # steps timed per median
+WINDOW = 16  # plain steps timed per median
+VERIFY_WINDOW = 32  # verify steps, of any width, per fit
+MIN_SAMPLES = 3  # a width's own median counts in the slope from this many samples
 
 
 @dataclass
@@ -100,17 +102,26 @@ class RowAcceptance:
 
 
 class StepCosts:
-    """What a verify step costs over a plain step, per batch size (powers of two), whether a
-    row of the batch is under a grammar (its draft positions' masks cost more than the rest of
-    the step) and draft width (the widest row's draft ids): a verify step pays a fixed part (its ragged inputs,
-    the draft positions' masks and samples, a wider forward) and a part per position. Each
-    figure is the median of the last `WINDOW` steps timed, which a step slowed by another
-    process on the machine does not move; a width not timed yet at a size is guessed
-    (`DEFAULT_FIXED`, `DEFAULT_SLOPE`), so that it gets tried and timed."""
+    """What a verify step costs over a plain step, per batch size (powers of two) and whether
+    a row of the batch is under a grammar (its draft positions' masks cost more than the rest
+    of the step), as a line in the draft width (the widest row's draft ids): a fixed part (the
+    ragged inputs, the draft positions' masks and samples, a wider forward) plus a part per
+    width.
+
+    The line is fitted to every verify step timed at that size, whatever its width, by medians:
+    the fixed part is the median of each sample's ratio less the width part, and the width part
+    is `DEFAULT_SLOPE` until two widths have `MIN_SAMPLES` samples each (then the median slope
+    between their medians). So a step another process on the machine slowed moves no estimate,
+    and a width timed once on a busy moment is not priced out for good: per-width medians were
+    (a width is timed again only when it runs, and it ran only if it looked cheap; SmolLM2's
+    runs drafted 2.13 or 2.37 tokens per step by such luck). Before any verify step is timed at
+    a size the guess is `DEFAULT_FIXED` + `DEFAULT_SLOPE` per width, so that it gets tried."""
 
     def __init__(self) -> None:
-        self.samples: dict[tuple[int, bool, int], deque[float]] = {}
-        self._median: dict[tuple[int, bool, int], float] = {}
+        self.plain: dict[tuple[int, bool], deque[float]] = {}
+        self._plain_median: dict[tuple[int, bool], float] = {}
+        self.samples: dict[tuple[int, bool], deque[tuple[int, float]]] = {}  # (width, ratio)
+        self._line: dict[tuple[int, bool], tuple[float, float]] = {}  # (fixed, slope)
 
     @staticmethod
     def _bucket(rows: int) -> int:
@@ -118,22 +129,44 @@ class StepCosts:
 
     def note(self, rows: int, width: int, seconds: float, constrained: bool = False) -> None:
         """A decode step of `rows` rows whose widest draft had `width` ids (0: a plain step)."""
-        bucket = self._bucket(rows), constrained
-        sample = seconds
-        if width:
-            plain = self._median.get((*bucket, 0))
-            if plain is None:
-                return
-            sample = min(seconds / plain, MAX_RATIO)
-        window = self.samples.setdefault((*bucket, width), deque(maxlen=WINDOW))
-        window.append(sample)
-        ordered = sorted(window)
-        self._median[(*bucket, width)] = ordered[len(ordered) // 2]  # (the upper median)
+        key = self._bucket(rows), constrained
+        if not width:
+            window = self.plain.setdefault(key, deque(maxlen=WINDOW))
+            window.append(seconds)
+            self._plain_median[key] = _median(window)
+            return
+        plain = self._plain_median.get(key)
+        if plain is None:
+            return
+        samples = self.samples.setdefault(key, deque(maxlen=VERIFY_WINDOW))
+        samples.append((width, min(seconds / plain, MAX_RATIO)))
+        self._line[key] = _fit(samples)
 
     def ratio(self, rows: int, width: int, constrained: bool = False) -> float:
         """A verify step of this width over a plain step."""
-        timed = self._median.get((self._bucket(rows), constrained, width))
-        return timed if timed is not None else 1 + DEFAULT_FIXED + DEFAULT_SLOPE * width
+        line = self._line.get((self._bucket(rows), constrained))
+        if line is None:
+            return 1 + DEFAULT_FIXED + DEFAULT_SLOPE * width
+        fixed, slope = line
+        return min(max(fixed + slope * width, 1.0), MAX_RATIO)
+
+
+def _median(values: Any) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]  # (the upper median)
+
+
+def _fit(samples: deque[tuple[int, float]]) -> tuple[float, float]:
+    """(fixed, slope) of ratio = fixed + slope * width over `samples`, by medians."""
+    by_width: dict[int, list[float]] = {}
+    for width, ratio in samples:
+        by_width.setdefault(width, []).append(ratio)
+    timed = sorted((w, _median(r)) for w, r in by_width.items() if len(r) >= MIN_SAMPLES)
+    slope = DEFAULT_SLOPE
+    if len(timed) >= 2:
+        slope = max(0.0, _median([(b - a) / (v - w) for i, (w, a) in enumerate(timed)
+                                  for v, b in timed[i + 1:]]))
+    return _median([ratio - slope * width for width, ratio in samples]), slope
 
 
 def best_width(base: float, gains: list[list[float]], ratio: Any) -> tuple[int, bool]:

@@ -15,6 +15,7 @@ from thinkgate.engine.core.draft_policy import (
     DEFAULT_SLOPE,
     MAX_RATIO,
     MIN_CHANCE,
+    MIN_SAMPLES,
     RowAcceptance,
     StepCosts,
     best_width,
@@ -47,7 +48,7 @@ def test_a_draft_keeps_its_ids_while_their_chance_stays_high() -> None:
     assert RowAcceptance().worth([1, 2, 3]) == 2  # the priors: 0.5, then 0.375, then 0.28
 
 
-def test_step_costs_are_medians_by_batch_size_and_width() -> None:
+def test_step_costs_are_a_line_in_the_width_fitted_by_medians_per_batch_size() -> None:
     costs = StepCosts()
     guess = costs.ratio(1, 2)
     assert guess == 1 + DEFAULT_FIXED + 2 * DEFAULT_SLOPE
@@ -55,20 +56,53 @@ def test_step_costs_are_medians_by_batch_size_and_width() -> None:
     assert costs.ratio(1, 2) == guess
     for seconds in (1.0, 1.0, 9.0):  # a step slowed by another process does not count
         costs.note(1, 0, seconds)
-    costs.note(1, 2, 1.5)
+    costs.note(1, 2, 1.5)  # one width timed: its fixed part, the default slope
+    assert costs.ratio(1, 2) == pytest.approx(1.5)
+    assert costs.ratio(1, 3) == pytest.approx(1.5 + DEFAULT_SLOPE)
     costs.note(6, 0, 2.0)  # sizes 5-8 share a bucket
     costs.note(8, 1, 5.0)
     costs.note(8, 1, 100.0)  # counted as MAX_RATIO
     costs.note(8, 1, 4.0)
-    assert costs.ratio(1, 2) == 1.5 and costs.ratio(7, 1) == 2.5
+    assert costs.ratio(7, 1) == pytest.approx(2.5)
     costs.note(8, 1, 100.0)  # of 2.5, 2.0, 4.0, 4.0: the upper median
     assert costs.ratio(7, 1) == MAX_RATIO
-    assert costs.ratio(1, 3) == 1 + DEFAULT_FIXED + 3 * DEFAULT_SLOPE  # width 3 not timed
     assert costs.ratio(2, 2) == guess  # nothing timed at size 2
     assert costs.ratio(1, 2, constrained=True) == guess  # grammar batches are timed apart
     costs.note(1, 0, 2.0, constrained=True)
     costs.note(1, 2, 5.0, constrained=True)
-    assert costs.ratio(1, 2, constrained=True) == 2.5 and costs.ratio(1, 2) == 1.5
+    assert costs.ratio(1, 2, constrained=True) == pytest.approx(2.5)
+    assert costs.ratio(1, 2) == pytest.approx(1.5)
+
+
+def test_the_slope_comes_from_widths_timed_often_enough() -> None:
+    costs = StepCosts()
+    costs.note(1, 0, 1.0)
+    for width, ratio in ((1, 1.2), (4, 1.8)) * (MIN_SAMPLES - 1):
+        costs.note(1, width, ratio)
+    # too few samples a width: the default slope, the fixed part the upper median of 1.2 - s,
+    # 1.2 - s, 1.8 - 4 s, 1.8 - 4 s
+    assert costs.ratio(1, 1) == pytest.approx(1.8 - 3 * DEFAULT_SLOPE)
+    costs.note(1, 1, 1.2)
+    costs.note(1, 4, 1.8)  # two widths with MIN_SAMPLES each: the slope between them
+    assert costs.ratio(1, 4) == pytest.approx(1.8) and costs.ratio(1, 1) == pytest.approx(1.2)
+    assert costs.ratio(1, 2) == pytest.approx(1.4)
+
+
+def test_a_width_timed_once_on_a_busy_moment_is_not_priced_out() -> None:
+    # per-width medians priced width 4 at its one sample (3.0) for good: it ran only when it
+    # looked cheap, so it was never timed again, and the row drafted 2 ids where 4 paid
+    costs = StepCosts()
+    for _ in range(3):
+        costs.note(1, 0, 1.0)
+    for _ in range(5):
+        costs.note(1, 1, 1.3)
+        costs.note(1, 2, 1.35)
+    costs.note(1, 4, 3.0)
+    assert costs.ratio(1, 4) == pytest.approx(1.45)
+    gains = [RowAcceptance(9.0, 10.0, 9.0, 10.0).gains(4)]
+    assert best_width(1, gains, lambda w: costs.ratio(1, w)) == (4, True)
+    per_width = {1: 1.3, 2: 1.35, 3: 1.4, 4: 3.0}  # what per-width medians read
+    assert best_width(1, gains, per_width.__getitem__) == (3, True)
 
 
 def test_the_width_that_makes_the_most_tokens_per_unit_of_time() -> None:
