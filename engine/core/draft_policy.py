@@ -11,7 +11,7 @@ that stops drafting keeps being scored and drafts again as soon as its text star
 Counts decay (`DECAY` per observation), so the rates follow the text.
 
 Per row, a draft keeps its leading ids while the chance that all of them are kept stays at
-least `MIN_CHANCE`, so a row that keeps little drafts nothing. Per step, the drafts run at the
+least the step's cut (`StepCosts.min_chance`), so a row that keeps little drafts nothing. Per step, the drafts run at the
 width (ids per row at most) whose expected tokens per unit of time are the most, if that beats
 a plain step: a verify step's cost in plain steps is a line in the width fitted to the
 engine's own timings of both at that batch size (`StepCosts`); otherwise every draft becomes a
@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DECAY = 0.85  # weight of an older observation, per newer one
-MIN_CHANCE = 0.3  # a draft id is proposed while the chance that it is kept is at least this
+# a draft id is proposed while the chance that it is kept is at least the step's cut, which is
+# twice the fitted cost per width within these bounds (StepCosts.min_chance)
+MIN_CHANCE, MIN_CHANCE_FLOOR = 0.3, 0.1
 PRIOR_FIRST = (1.0, 2.0)  # a new row's chances: 0.5 for a draft's first id, 0.75 for the next
 PRIOR_NEXT = (3.0, 4.0)
 DEFAULT_FIXED, DEFAULT_SLOPE = 0.1, 0.05  # a verify step's cost guessed before it is timed
@@ -89,12 +91,12 @@ class RowAcceptance:
             chance *= self.next_rate
         return out
 
-    def worth(self, proposal: list[int]) -> int:
+    def worth(self, proposal: list[int], min_chance: float = MIN_CHANCE) -> int:
         """How many leading ids of `proposal` to draft: while the chance that all of them are
-        kept is at least `MIN_CHANCE`."""
+        kept is at least `min_chance`."""
         chance, n = self.rate, 0
         for _ in proposal:
-            if chance < MIN_CHANCE:
+            if chance < min_chance:
                 break
             n += 1
             chance *= self.next_rate
@@ -140,15 +142,31 @@ class StepCosts:
             return
         samples = self.samples.setdefault(key, deque(maxlen=VERIFY_WINDOW))
         samples.append((width, min(seconds / plain, MAX_RATIO)))
-        self._line[key] = _fit(samples)
+        self._line.pop(key, None)  # fitted again when next asked
+
+    def _fitted(self, rows: int, constrained: bool) -> tuple[float, float]:
+        key = self._bucket(rows), constrained
+        line = self._line.get(key)
+        if line is None:
+            samples = self.samples.get(key)
+            if not samples:
+                return 1 + DEFAULT_FIXED, DEFAULT_SLOPE
+            line = self._line[key] = _fit(samples)
+        return line
 
     def ratio(self, rows: int, width: int, constrained: bool = False) -> float:
         """A verify step of this width over a plain step."""
-        line = self._line.get((self._bucket(rows), constrained))
-        if line is None:
-            return 1 + DEFAULT_FIXED + DEFAULT_SLOPE * width
-        fixed, slope = line
+        fixed, slope = self._fitted(rows, constrained)
         return min(max(fixed + slope * width, 1.0), MAX_RATIO)
+
+    def min_chance(self, rows: int, constrained: bool = False) -> float:
+        """The chance of being kept below which a row's next draft id does not pay: an id adds
+        its chance to the step's tokens and up to a width's cost to its time, against the
+        ~2 tokens per plain step's time that drafted steps make (the tools and json
+        workloads), so twice the fitted cost per width, within [`MIN_CHANCE_FLOOR`,
+        `MIN_CHANCE`] (0.1 at batch 1 on the demo model, whose wider verify costs little)."""
+        slope = self._fitted(rows, constrained)[1]
+        return min(max(2 * slope, MIN_CHANCE_FLOOR), MIN_CHANCE)
 
 
 def _median(values: Any) -> float:

@@ -147,9 +147,11 @@ class Speculator:
         the rest stay as shadows."""
         wanted: list[tuple[Sequence, RowAcceptance, list[int], int]] = []
         forced = 0
-        self._constrained = any(  # the next step's costs are timed and weighed apart
+        self._constrained = constrained = any(  # the next step's costs are timed apart
             seq.structured_state is not None and seq.structured_state.constrained
             and not seq.is_finished for seq in seqs)
+        rows = sum(not seq.is_finished for seq in seqs)
+        cut = self.costs.min_chance(rows, constrained)
         for seq in seqs:
             seq.draft_ids = []
             forced += len(seq.forced_ids)
@@ -162,12 +164,10 @@ class Speculator:
             limit = seq.max_total_tokens - seq.num_tokens - 1  # room for the sampled token
             proposal = self.proposer.propose(seq, limit)
             if proposal:
-                wanted.append((seq, state, proposal, state.worth(proposal)))
+                wanted.append((seq, state, proposal, state.worth(proposal, cut)))
         if not wanted:
             return
-        rows = sum(not seq.is_finished for seq in seqs)
         gains = [state.gains(n) for _, state, _, n in wanted]
-        constrained = self._constrained
         width, pays = best_width(rows + forced, gains,
                                  lambda w: self.costs.ratio(rows, w, constrained))
         if not pays:  # the best width still runs now and then, to be timed again

@@ -15,6 +15,7 @@ from thinkgate.engine.core.draft_policy import (
     DEFAULT_SLOPE,
     MAX_RATIO,
     MIN_CHANCE,
+    MIN_CHANCE_FLOOR,
     MIN_SAMPLES,
     RowAcceptance,
     StepCosts,
@@ -105,6 +106,25 @@ def test_a_width_timed_once_on_a_busy_moment_is_not_priced_out() -> None:
     assert best_width(1, gains, per_width.__getitem__) == (3, True)
 
 
+def test_the_cut_on_a_row_s_draft_is_twice_the_cost_per_width_within_bounds() -> None:
+    costs = StepCosts()
+    assert costs.min_chance(1) == max(2 * DEFAULT_SLOPE, MIN_CHANCE_FLOOR)  # nothing timed
+    costs.note(1, 0, 1.0)
+    costs.note(8, 0, 1.0)
+    for _ in range(MIN_SAMPLES):
+        costs.note(1, 1, 1.10)
+        costs.note(1, 4, 1.16)  # 0.02 a width: the floor
+        costs.note(8, 1, 1.3)
+        costs.note(8, 2, 1.4)  # 0.1 a width: 0.2
+    assert costs.min_chance(1) == MIN_CHANCE_FLOOR
+    assert costs.min_chance(8) == pytest.approx(0.2)
+    for _ in range(MIN_SAMPLES + 1):
+        costs.note(8, 3, 2.5)  # dearer: at most MIN_CHANCE
+    assert costs.min_chance(8) == MIN_CHANCE
+    row = RowAcceptance(1.0, 2.0, 3.0, 4.0)  # 0.5, 0.375, 0.28, 0.21, 0.16, 0.12, 0.09
+    assert row.worth([1] * 8, MIN_CHANCE_FLOOR) == 6 and row.worth([1] * 8, 0.2) == 4
+
+
 def test_the_width_that_makes_the_most_tokens_per_unit_of_time() -> None:
     gains = [RowAcceptance(9.0, 10.0, 9.0, 10.0).gains(4), RowAcceptance().gains(1)]
     # 2 rows: width 1 makes 2 + 0.9 + 0.5 tokens in 1.3 steps (2.62 per step), width 2 makes
@@ -141,14 +161,14 @@ REPEATS = [5, 6, 7, 8, 9, 5, 6]  # "5 6" occurred before: the proposal is [7, 8,
 
 def test_rows_draft_by_their_rate_and_the_rest_stay_shadows() -> None:
     spec = _speculator(0.1)
-    good, poor = _seq(list(REPEATS), 0.9), _seq(list(REPEATS), 0.1)
+    good, poor = _seq(list(REPEATS), 0.9), _seq(list(REPEATS), 0.05)  # under the cut (0.1)
     spec.propose([good, poor])
     assert good.draft_ids == [7, 8, 9, 5] and poor.draft_ids == []
     assert poor.draft_state.shadow == [7, 8, 9, 5] and poor.draft_state.shadow_at == 7
     poor.token_ids.extend([7, 8])  # the row wrote its shadow's first ids after all
     spec.propose([poor])
-    assert poor.draft_state.rate == pytest.approx(1.85 / 9.5)  # scored: its first id kept
-    assert poor.draft_state.next_rate == pytest.approx(1.85 / 9.5)  # and the one after it
+    assert poor.draft_state.rate == pytest.approx(1.425 / 9.5)  # scored: its first id kept
+    assert poor.draft_state.next_rate == pytest.approx(1.425 / 9.5)  # and the one after it
 
 
 def test_a_step_verifies_only_when_the_expected_gain_covers_its_cost(monkeypatch: Any) -> None:
