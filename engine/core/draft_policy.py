@@ -34,7 +34,9 @@ DEFAULT_FIXED, DEFAULT_SLOPE = 0.1, 0.05  # a verify step's cost guessed before 
 MAX_RATIO = 4.0  # a slower verify step is counted as this (a busy machine, a first call)
 WINDOW = 16  # plain steps timed per median
 VERIFY_WINDOW = 32  # verify steps, of any width, per fit
-MIN_SAMPLES = 3  # a width's own median counts in the slope from this many samples
+MIN_SAMPLES = 4  # a width's own timings count in the slope from this many samples
+LOW_QUANTILE = 0.25  # of a window of timings: the estimate (a busy machine only adds time)
+MAX_SLOPE = 0.5  # per width, in plain steps (a guard against a slope fitted to noise)
 
 
 @dataclass
@@ -110,14 +112,17 @@ class StepCosts:
     ragged inputs, the draft positions' masks and samples, a wider forward) plus a part per
     width.
 
-    The line is fitted to every verify step timed at that size, whatever its width, by medians:
-    the fixed part is the median of each sample's ratio less the width part, and the width part
-    is `DEFAULT_SLOPE` until two widths have `MIN_SAMPLES` samples each (then the median slope
-    between their medians). So a step another process on the machine slowed moves no estimate,
-    and a width timed once on a busy moment is not priced out for good: per-width medians were
-    (a width is timed again only when it runs, and it ran only if it looked cheap; SmolLM2's
-    runs drafted 2.13 or 2.37 tokens per step by such luck). Before any verify step is timed at
-    a size the guess is `DEFAULT_FIXED` + `DEFAULT_SLOPE` per width, so that it gets tried."""
+    Other processes on the machine only ever add time to a step, so each estimate is the low
+    quantile (`LOW_QUANTILE`) of its window, not the median: a plain step's seconds, and the
+    verify steps' ratios to it, pooled over every width timed at that size. The slope is
+    `DEFAULT_SLOPE` until two widths have `MIN_SAMPLES` samples each (then the median slope
+    between them, at most `MAX_SLOPE`); the fixed part comes from every sample less its
+    width's part. So a step another process slowed moves no estimate, and a width timed once
+    on a busy moment is not priced out for good, as per-width medians priced it: such a width
+    ran again only if it looked cheap (a scratch simulation with 10-20% of steps slowed 2-4x
+    kept main's policy at 1.5-1.8 ids a drafted step where 4 paid, this one at 3.8-4.0).
+    Before any verify step is timed at a size the guess is `DEFAULT_FIXED` + `DEFAULT_SLOPE`
+    per width, so that it gets tried."""
 
     def __init__(self) -> None:
         self.plain: dict[tuple[int, bool], deque[float]] = {}
@@ -135,7 +140,7 @@ class StepCosts:
         if not width:
             window = self.plain.setdefault(key, deque(maxlen=WINDOW))
             window.append(seconds)
-            self._plain_median[key] = _median(window)
+            self._plain_median[key] = _low(window)
             return
         plain = self._plain_median.get(key)
         if plain is None:
@@ -174,17 +179,25 @@ def _median(values: Any) -> float:
     return ordered[len(ordered) // 2]  # (the upper median)
 
 
+def _low(values: Any) -> float:
+    """The `LOW_QUANTILE` of `values`: other processes only ever slow a step down."""
+    ordered = sorted(values)
+    return ordered[int(len(ordered) * LOW_QUANTILE)]
+
+
 def _fit(samples: deque[tuple[int, float]]) -> tuple[float, float]:
-    """(fixed, slope) of ratio = fixed + slope * width over `samples`, by medians."""
+    """(fixed, slope) of ratio = fixed + slope * width over `samples`: the slope the median of
+    those between the widths timed `MIN_SAMPLES` times (each at its low quantile), the fixed
+    part the low quantile of every sample less its width's part."""
     by_width: dict[int, list[float]] = {}
     for width, ratio in samples:
         by_width.setdefault(width, []).append(ratio)
-    timed = sorted((w, _median(r)) for w, r in by_width.items() if len(r) >= MIN_SAMPLES)
+    timed = sorted((w, _low(r)) for w, r in by_width.items() if len(r) >= MIN_SAMPLES)
     slope = DEFAULT_SLOPE
     if len(timed) >= 2:
-        slope = max(0.0, _median([(b - a) / (v - w) for i, (w, a) in enumerate(timed)
-                                  for v, b in timed[i + 1:]]))
-    return _median([ratio - slope * width for width, ratio in samples]), slope
+        slope = min(max(0.0, _median([(b - a) / (v - w) for i, (w, a) in enumerate(timed)
+                                      for v, b in timed[i + 1:]])), MAX_SLOPE)
+    return _low([ratio - slope * width for width, ratio in samples]), slope
 
 
 def best_width(base: float, gains: list[list[float]], ratio: Any) -> tuple[int, bool]:

@@ -49,7 +49,7 @@ def test_a_draft_keeps_its_ids_while_their_chance_stays_high() -> None:
     assert RowAcceptance().worth([1, 2, 3]) == 2  # the priors: 0.5, then 0.375, then 0.28
 
 
-def test_step_costs_are_a_line_in_the_width_fitted_by_medians_per_batch_size() -> None:
+def test_step_costs_are_a_line_in_the_width_fitted_to_low_quantiles_per_batch_size() -> None:
     costs = StepCosts()
     guess = costs.ratio(1, 2)
     assert guess == 1 + DEFAULT_FIXED + 2 * DEFAULT_SLOPE
@@ -64,8 +64,11 @@ def test_step_costs_are_a_line_in_the_width_fitted_by_medians_per_batch_size() -
     costs.note(8, 1, 5.0)
     costs.note(8, 1, 100.0)  # counted as MAX_RATIO
     costs.note(8, 1, 4.0)
+    assert costs.ratio(7, 1) == pytest.approx(2.0)  # a busy machine only adds time: the low end
+    costs.note(8, 1, 100.0)  # of 2.5, 2.0, 4.0, 4.0: the lower quartile, 2.5
     assert costs.ratio(7, 1) == pytest.approx(2.5)
-    costs.note(8, 1, 100.0)  # of 2.5, 2.0, 4.0, 4.0: the upper median
+    for _ in range(6):
+        costs.note(8, 1, 100.0)
     assert costs.ratio(7, 1) == MAX_RATIO
     assert costs.ratio(2, 2) == guess  # nothing timed at size 2
     assert costs.ratio(1, 2, constrained=True) == guess  # grammar batches are timed apart
@@ -80,9 +83,10 @@ def test_the_slope_comes_from_widths_timed_often_enough() -> None:
     costs.note(1, 0, 1.0)
     for width, ratio in ((1, 1.2), (4, 1.8)) * (MIN_SAMPLES - 1):
         costs.note(1, width, ratio)
-    # too few samples a width: the default slope, the fixed part the upper median of 1.2 - s,
-    # 1.2 - s, 1.8 - 4 s, 1.8 - 4 s
-    assert costs.ratio(1, 1) == pytest.approx(1.8 - 3 * DEFAULT_SLOPE)
+    # too few samples a width: the default slope, the fixed part at the low end of 1.2 - s
+    # (x 3) and 1.8 - 4 s (x 3), so width 4 reads cheaper than it was timed
+    assert costs.ratio(1, 1) == pytest.approx(1.2)
+    assert costs.ratio(1, 4) == pytest.approx(1.2 + 3 * DEFAULT_SLOPE)
     costs.note(1, 1, 1.2)
     costs.note(1, 4, 1.8)  # two widths with MIN_SAMPLES each: the slope between them
     assert costs.ratio(1, 4) == pytest.approx(1.8) and costs.ratio(1, 1) == pytest.approx(1.2)
@@ -118,8 +122,8 @@ def test_the_cut_on_a_row_s_draft_is_twice_the_cost_per_width_within_bounds() ->
         costs.note(8, 2, 1.4)  # 0.1 a width: 0.2
     assert costs.min_chance(1) == MIN_CHANCE_FLOOR
     assert costs.min_chance(8) == pytest.approx(0.2)
-    for _ in range(MIN_SAMPLES + 1):
-        costs.note(8, 3, 2.5)  # dearer: at most MIN_CHANCE
+    for _ in range(MIN_SAMPLES):
+        costs.note(8, 3, 2.5)  # a slope of 0.6 (capped at MAX_SLOPE): at most MIN_CHANCE
     assert costs.min_chance(8) == MIN_CHANCE
     row = RowAcceptance(1.0, 2.0, 3.0, 4.0)  # 0.5, 0.375, 0.28, 0.21, 0.16, 0.12, 0.09
     assert row.worth([1] * 8, MIN_CHANCE_FLOOR) == 6 and row.worth([1] * 8, 0.2) == 4
