@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DECAY = 0.85  # weight of an older observation, per newer one
-# a draft id is proposed while the chance that it is kept is at least the step's cut, which is
-# twice the fitted cost per width within these bounds (StepCosts.min_chance)
+# a draft id is proposed while the chance that it is kept is at least the step's cut: at batch 1
+# twice the fitted cost per width within these bounds, else the upper (StepCosts.min_chance)
 MIN_CHANCE, MIN_CHANCE_FLOOR = 0.3, 0.1
 PRIOR_FIRST = (1.0, 2.0)  # a new row's chances: 0.5 for a draft's first id, 0.75 for the next
 PRIOR_NEXT = (3.0, 4.0)
@@ -165,11 +165,16 @@ class StepCosts:
         return min(max(fixed + slope * width, 1.0), MAX_RATIO)
 
     def min_chance(self, rows: int, constrained: bool = False) -> float:
-        """The chance of being kept below which a row's next draft id does not pay: an id adds
-        its chance to the step's tokens and up to a width's cost to its time, against the
+        """The chance of being kept below which a row's next draft id does not pay. At batch 1
+        an id adds its chance to the step's tokens and a width's cost to its time, against the
         ~2 tokens per plain step's time that drafted steps make (the tools and json
-        workloads), so twice the fitted cost per width, within [`MIN_CHANCE_FLOOR`,
-        `MIN_CHANCE`] (0.1 at batch 1 on the demo model, whose wider verify costs little)."""
+        workloads): twice the fitted cost per width, within [`MIN_CHANCE_FLOOR`, `MIN_CHANCE`]
+        (0.1 on the demo model and SmolLM2, whose wider verify costs little). With more rows
+        an id costs its position (an lm_head row, a mask, a sample: on SmolLM2 a 49,152 x 576
+        row), which the line fitted per width does not see: `MIN_CHANCE` (a lower cut there
+        drafted more and ran no faster on SmolLM2 at batch 8)."""
+        if self._bucket(rows) > 1:
+            return MIN_CHANCE
         slope = self._fitted(rows, constrained)[1]
         return min(max(2 * slope, MIN_CHANCE_FLOOR), MIN_CHANCE)
 

@@ -110,23 +110,27 @@ def test_a_width_timed_once_on_a_busy_moment_is_not_priced_out() -> None:
     assert best_width(1, gains, per_width.__getitem__) == (3, True)
 
 
-def test_the_cut_on_a_row_s_draft_is_twice_the_cost_per_width_within_bounds() -> None:
+def test_the_cut_on_a_row_s_draft_is_twice_the_cost_per_width_at_batch_one() -> None:
     costs = StepCosts()
     assert costs.min_chance(1) == max(2 * DEFAULT_SLOPE, MIN_CHANCE_FLOOR)  # nothing timed
     costs.note(1, 0, 1.0)
-    costs.note(8, 0, 1.0)
     for _ in range(MIN_SAMPLES):
         costs.note(1, 1, 1.10)
         costs.note(1, 4, 1.16)  # 0.02 a width: the floor
-        costs.note(8, 1, 1.3)
-        costs.note(8, 2, 1.4)  # 0.1 a width: 0.2
     assert costs.min_chance(1) == MIN_CHANCE_FLOOR
-    assert costs.min_chance(8) == pytest.approx(0.2)
     for _ in range(MIN_SAMPLES):
-        costs.note(8, 3, 2.5)  # a slope of 0.6 (capped at MAX_SLOPE): at most MIN_CHANCE
+        costs.note(1, 2, 1.32)  # slopes 0.22, 0.25, 0.02, 0.28, -0.08, -0.44: 0.22 (upper
+        costs.note(1, 3, 1.6)  # median), twice that over the bound
+    assert costs.ratio(1, 2) - costs.ratio(1, 1) == pytest.approx(0.22)
+    assert costs.min_chance(1) == MIN_CHANCE
+    costs.note(8, 0, 1.0)
+    for _ in range(MIN_SAMPLES):
+        costs.note(8, 1, 1.01)
+        costs.note(8, 2, 1.02)  # cheap widths, but each id costs its position: the upper cut
     assert costs.min_chance(8) == MIN_CHANCE
     row = RowAcceptance(1.0, 2.0, 3.0, 4.0)  # 0.5, 0.375, 0.28, 0.21, 0.16, 0.12, 0.09
     assert row.worth([1] * 8, MIN_CHANCE_FLOOR) == 6 and row.worth([1] * 8, 0.2) == 4
+    assert row.worth([1] * 8, MIN_CHANCE) == 2
 
 
 def test_the_width_that_makes_the_most_tokens_per_unit_of_time() -> None:
