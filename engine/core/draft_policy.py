@@ -11,8 +11,8 @@ that stops drafting keeps being scored and drafts again as soon as its text star
 Counts decay (`DECAY` per observation), so the rates follow the text.
 
 Per row, a draft keeps its leading ids while the chance that all of them are kept stays at
-least the step's cut (`StepCosts.min_chance`), so a row that keeps little drafts nothing. Per step, the drafts run at the
-width (ids per row at most) whose expected tokens per unit of time are the most, if that beats
+least the step's cut (`StepCosts.min_chance`), so a row that keeps little drafts nothing. Per
+step, the drafts run at the width (ids per row at most) whose expected tokens per unit of time are the most, if that beats
 a plain step: a verify step's cost in plain steps is a line in the width fitted to the
 engine's own timings of both at that batch size (`StepCosts`); otherwise every draft becomes a
 shadow and the step is a plain one.
@@ -120,7 +120,7 @@ class StepCosts:
     width's part. So a step another process slowed moves no estimate, and a width timed once
     on a busy moment is not priced out for good, as per-width medians priced it: such a width
     ran again only if it looked cheap (a scratch simulation with 10-20% of steps slowed 2-4x
-    kept main's policy at 1.5-1.8 ids a drafted step where 4 paid, this one at 3.8-4.0).
+    kept per-width medians at 1.5-1.8 ids a drafted step where 4 paid, this line at 3.8-4.0).
     Before any verify step is timed at a size the guess is `DEFAULT_FIXED` + `DEFAULT_SLOPE`
     per width, so that it gets tried."""
 
