@@ -12,10 +12,10 @@ Counts decay (`DECAY` per observation), so the rates follow the text.
 
 Per row, a draft keeps its leading ids while the chance that all of them are kept stays at
 least the step's cut (`StepCosts.min_chance`), so a row that keeps little drafts nothing. Per
-step, the drafts run at the width (ids per row at most) whose expected tokens per unit of time are the most, if that beats
-a plain step: a verify step's cost in plain steps is a line in the width fitted to the
-engine's own timings of both at that batch size (`StepCosts`); otherwise every draft becomes a
-shadow and the step is a plain one.
+step, the drafts run at the width (ids per row at most) whose expected tokens per unit of time
+are the most, if that beats a plain step: a verify step's cost in plain steps is a line in the
+width fitted to the engine's own timings of both at that batch size (`StepCosts`); otherwise
+every draft becomes a shadow and the step is a plain one.
 """
 
 from __future__ import annotations
