@@ -1,14 +1,18 @@
 """Speculative decoding with n-gram drafts: output tokens/s with and without, and what it keeps.
 
     python -m thinkgate.benchmarks.bench_spec [--model DIR|GGUF] [--batches 1 8] [--tokens 128]
-        [--k 4] [--lookup-min 2] [--repeats 3] [--workloads tools json text] [--temperatures 0 1]
+        [--k 4] [--lookup-min 2] [--repeats 3] [--workloads tools json text demo_tools] [--temperatures 0 1]
         [--dtype auto] [--tool-call-parser hermes] [--kv-layout auto] [--kv-cache-gib G] [--vllm-python PATH] [--vllm-model DIR]
 
 Three workloads on the demo model (offline, the engine's default compiled decode steps):
 `tools` (a chat with three tools and `tool_choice: "required"`, thinking off, whose question
 names every argument value: the calls copy the question and the tool list), `json` (an answer
 under a JSON schema of a list of small objects: keys and separators repeat from item to item)
-and `text` (prompts whose continuation repeats what came before). Each cell runs the same prompts
+and `text` (prompts whose continuation repeats what came before); and `demo_tools`, the demo
+model's own held-out requests for its eight tools (`eval_models`' set, thinking on, 16 a run in
+groups of the batch size; `tool_choice: "required"`), where it copies the question's values into
+its thinking and its call (the `tools` questions are outside what the demo model learned: its
+calls there copy little). Each cell runs the same prompts
 without and with `speculative_config={"method": "ngram", "num_speculative_tokens": k,
 "prompt_lookup_max": 4, "prompt_lookup_min": 2}`, alternating, `--repeats` pairs, greedy
 (T=0) and seeded sampling (T=1); it prints the median tok/s of each side, their ratio, the
@@ -43,6 +47,7 @@ TEXT_PROMPTS = [
     "alpha beta gamma delta alpha beta gamma delta alpha beta",
     "Copy the list: red, green, blue, red, green, blue, red,",
 ]
+DEMO_CHATS = 16  # demo_tools: held-out requests a run (thinking on), in batches of the cell's size
 SCHEMA = {"type": "object", "properties": {"items": {
     "type": "array", "minItems": 24, "items": {
         "type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
@@ -92,6 +97,21 @@ def _run(llm: Any, workload: str, batch: int, tokens: int, temperature: float
     structured = StructuredOutputsParams(json=SCHEMA) if workload == "json" else None
     params = SamplingParams(temperature=temperature, seed=1, max_tokens=tokens,
                             ignore_eos=workload != "tools", structured_outputs=structured)
+    if workload == "demo_tools":  # the demo model's own copy-heavy requests, DEMO_CHATS a run
+        from thinkgate.benchmarks.training.chats import heldout_demo_tool_chats
+
+        chats = [c for c in heldout_demo_tool_chats(4 * DEMO_CHATS)
+                 if c.template_kwargs["enable_thinking"]][:DEMO_CHATS]
+        steps = llm.llm_engine.num_steps
+        start = time.perf_counter()
+        ids = []
+        for first in range(0, len(chats), batch):
+            group = chats[first:first + batch]
+            outs = llm.chat([c.messages for c in group], params, use_tqdm=False,
+                            tools=group[0].tools, tool_choice="required",
+                            chat_template_kwargs={"enable_thinking": True})
+            ids += [list(o.output.outputs[0].token_ids) for o in outs]
+        return time.perf_counter() - start, ids, llm.llm_engine.num_steps - steps
     if workload == "tools":  # forced calls whose arguments the question names
         steps = llm.llm_engine.num_steps
         start = time.perf_counter()
@@ -216,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tool-call-parser", default="hermes",
                     help="the tools workload's format (a model without one in its template)")
     ap.add_argument("--workloads", nargs="+", default=["tools", "json", "text"],
-                    choices=["tools", "json", "text"])
+                    choices=["tools", "json", "text", "demo_tools"])
     args = ap.parse_args(argv)
     from thinkgate import LLM
     from thinkgate.engine.demo import demo_model_path
@@ -269,7 +289,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.vllm_python:
         for batch in args.batches:
             row = vllm_row(args.vllm_python, args.vllm_model or model, args.tokens, batch,
-                           args.k, args.workloads)
+                           args.k, [w for w in args.workloads if w != "demo_tools"])
             print(f"vLLM-CPU (bf16) T=0 batch {batch}, output tok/s: {row}", flush=True)
     print(f"# done: {_when()}", flush=True)
 
