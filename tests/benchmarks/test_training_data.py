@@ -8,6 +8,7 @@ import json
 import random
 
 import pytest
+from mask_walk import walks
 from thinkgate.benchmarks.training.chats import KINDS, heldout_chats, make_chat
 from thinkgate.benchmarks.training.task import call_text
 from thinkgate.benchmarks.training.train import TEMPLATES
@@ -127,14 +128,7 @@ def test_compact_calls_are_what_a_forced_calls_grammar_writes():
 def _goes_through(g, params, text: str, tok) -> bool:
     """Whether `text`, as the tokenizer splits it, passes the constraint's mask token by token
     from its first token on (where the grammar starts once thinking has ended)."""
-    row = g.new_request(params)
-    for token in tok.encode(text, add_special_tokens=False):
-        mask = g.fill_bitmask([row])
-        if mask is None or not (int(mask[0, token >> 5]) >> (token & 31)) & 1:
-            return False
-        if not row.accept(token):
-            return False
-    return True
+    return walks(g, g.new_request(params), tok.encode(text, add_special_tokens=False))
 
 
 def test_grammar_shaped_answers_follow_thinking_as_the_grammar_writes_them():

@@ -11,6 +11,7 @@ from typing import Any
 import jsonschema
 import pytest
 import torch
+from mask_walk import walks
 from thinkgate.engine.sampling_params import StructuredOutputsParams as SO
 from thinkgate.engine.structured.grammar import Grammar, RequestGrammar
 
@@ -51,13 +52,7 @@ def guidance(demo_tokenizer: Any) -> Grammar:
 
 def _feed(grammar: Grammar, row: RequestGrammar, text: str, tok: Any) -> bool:
     """Whether every token of `text` is allowed by the row's mask and accepted."""
-    for token in tok.encode(text, add_special_tokens=False):
-        mask = grammar.fill_bitmask([row])
-        if mask is None or not (int(mask[0, token >> 5]) >> (token & 31)) & 1:
-            return False
-        if not row.accept(token):
-            return False
-    return True
+    return walks(grammar, row, tok.encode(text, add_special_tokens=False))
 
 
 def _may_end(grammar: Grammar, row: RequestGrammar, stop: int) -> bool:

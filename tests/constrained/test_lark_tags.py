@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from mask_walk import walks
 from thinkgate.engine.sampling_params import StructuredOutputsParams as SO
 from thinkgate.engine.structured.grammar import Grammar
 from thinkgate.engine.structured.lark_tags import lark_string, tag_lark
@@ -33,13 +34,7 @@ def grammar(request: Any, tok: Any) -> Grammar:
 def _accepts(g: Grammar, tag: dict[str, Any], text: str, tok: Any) -> bool:
     """Whether `text` goes through the tag's mask token by token and the output may end."""
     row = g.new_request(SO(structural_tag={"type": "structural_tag", "format": tag}))
-    for token in [*tok.encode(text, add_special_tokens=False), 2]:
-        mask = g.fill_bitmask([row])
-        if mask is None or not (int(mask[0, token >> 5]) >> (token & 31)) & 1:
-            return False
-        if not row.accept(token):
-            return False
-    return True
+    return walks(g, row, [*tok.encode(text, add_special_tokens=False), 2])
 
 
 def _tag(begin: str, content: dict[str, Any], end: str) -> dict[str, Any]:
