@@ -14,16 +14,17 @@ from typing import Any
 
 import torch
 from thinkgate.engine.config import EngineConfig, SpeculativeConfig
-from thinkgate.engine.core.detokenizer import IncrementalDetokenizer
-from thinkgate.engine.core.requests import PromptType, Request, make_output, tokenize_prompt
-from thinkgate.engine.core.sampler import (
-    Sampler,
-    SamplerOutput,
-    forced_logprob_entries,
-    make_logprob_entry,
+from thinkgate.engine.core.requests import (
+    PromptType,
+    Request,
+    make_output,
+    new_sequence,
+    tokenize_prompt,
 )
+from thinkgate.engine.core.sampler import Sampler
 from thinkgate.engine.core.scheduler import Scheduler
 from thinkgate.engine.core.speculative import Speculator
+from thinkgate.engine.core.step_records import drop_unused, record_forced, record_sampled
 from thinkgate.engine.core.token_trace import trace_after, trace_before
 from thinkgate.engine.kv.allocate import allocate_kv
 from thinkgate.engine.kv.block_manager import BlockManager
@@ -159,23 +160,8 @@ class LLMEngine:
         request = Request(request_id, text, ids, params)
         for index in range(params.n):
             seed = self._rng.getrandbits(62) if params.seed is None else params.seed + index
-            detok = IncrementalDetokenizer(
-                self._backend,
-                ids,
-                params.skip_special_tokens,
-                params.stop,
-                params.include_stop_str_in_output,
-            )
-            seq = Sequence(request_id, index, ids, params, seed, detok, max_total)
-            if params.has_penalties:
-                seq.output_counts = torch.zeros(
-                    self.vocab_size, dtype=torch.int32, device=self.device
-                )
-                if params.repetition_penalty != 1.0:
-                    seq.prompt_mask = torch.zeros(
-                        self.vocab_size, dtype=torch.bool, device=self.device
-                    )
-                    seq.prompt_mask[ids] = True
+            seq = new_sequence(request, index, seed, self._backend, max_total, self.vocab_size,
+                               self.device)
             self.structured_output.add_request(seq)  # a bad grammar fails here, before scheduling
             request.seqs.append(seq)
             request.emitted_chunks.append(0)
@@ -230,12 +216,12 @@ class LLMEngine:
         else:
             sampled = self.sampler(logits, batch.seqs, gate)
         self.structured_output.accept(batch.seqs, sampled.token_ids, sampled.reasoning)
-        self._record_forced(batch.seqs)
+        record_forced(batch.seqs, self.runner.forced_logits, self._decode_token)
         if trace is not None:
             trace_after(trace, batch.seqs, sampled.token_ids)
-        self._record(batch.seqs, sampled)
+        record_sampled(batch.seqs, sampled, self._decode_token)
         self.scheduler.postprocess(batch.seqs, sampled.token_ids)
-        self._drop_unused_logprobs(batch.seqs)
+        drop_unused(batch.seqs)
         if self.jump_forward_on:
             self.structured_output.jump_forward(batch.seqs, self.runner.logprobs_of_forced)
         if self.speculator is not None:
@@ -249,47 +235,6 @@ class LLMEngine:
         drafts stop before such text, as plain decoding samples nothing there)."""
         return self.jump_forward_on and self.structured_output.jumps(
             seq, self.runner.logprobs_of_forced)
-
-    def _record_forced(self, seqs: list[Sequence]) -> None:
-        """Logprobs and penalty counts of the jump-forward ids this step computed (they come
-        before the sampled token)."""
-        for row, seq in enumerate(seqs):
-            if not seq.forced_ids:
-                continue
-            if seq.output_counts is not None:
-                for token in seq.forced_ids:
-                    seq.output_counts[token] += 1
-            if seq.trace is not None:  # the grammar allowed one way on: masked, 1 allowed
-                seq.trace.extend((token, True, 1, False, False, False) for token in seq.forced_ids)
-            logits = self.runner.forced_logits.get(row)
-            if logits is None or seq.logprobs is None:
-                continue
-            for token, entry in zip(seq.forced_ids, forced_logprob_entries(
-                    logits, seq.forced_ids, seq.params.logprobs or 0)):
-                seq.logprobs.append(make_logprob_entry(token, entry, self._decode_token))
-                seq.cumulative_logprob += entry[0]
-
-    def _drop_unused_logprobs(self, seqs: list[Sequence]) -> None:
-        """A stop rule inside a row's forced ids drops the token sampled after them: its
-        logprob entry (and trace entry) goes too."""
-        for seq in seqs:
-            if seq.trace is not None and len(seq.trace) > seq.num_output_tokens:
-                del seq.trace[seq.num_output_tokens:]
-            entries = seq.logprobs
-            if entries is not None and len(entries) > seq.num_output_tokens:
-                for entry in entries[seq.num_output_tokens:]:
-                    seq.cumulative_logprob -= next(iter(entry.values())).logprob
-                del entries[seq.num_output_tokens:]
-
-    def _record(self, seqs: list[Sequence], sampled: SamplerOutput) -> None:
-        for seq, token, entry in zip(seqs, sampled.token_ids, sampled.logprobs):
-            if token < 0:
-                continue
-            if seq.output_counts is not None:
-                seq.output_counts[token] += 1
-            if entry is not None and seq.logprobs is not None:
-                seq.logprobs.append(make_logprob_entry(token, entry, self._decode_token))
-                seq.cumulative_logprob += entry[0]
 
     def _decode_token(self, token: int) -> str:
         return self._backend.decode([token], skip_special_tokens=False)

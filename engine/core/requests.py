@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from thinkgate.engine.core.detokenizer import IncrementalDetokenizer
 from thinkgate.engine.outputs import CompletionOutput, RequestOutput
 from thinkgate.engine.sampling_params import RequestOutputKind, SamplingParams
 from thinkgate.engine.sequence import Sequence
@@ -33,6 +34,24 @@ class Request:
     @property
     def finished(self) -> bool:
         return all(seq.is_finished for seq in self.seqs)
+
+
+def new_sequence(request: Request, index: int, seed: int, backend: Any, max_total: int,
+                 vocab_size: int, device: Any) -> Sequence:
+    """The request's `index`th sequence (of `n`): its own seed, detokenizer (stop strings) and,
+    with penalties, its output counts and prompt mask on `device`."""
+    import torch
+
+    params, ids = request.params, request.prompt_token_ids
+    detok = IncrementalDetokenizer(backend, ids, params.skip_special_tokens, params.stop,
+                                   params.include_stop_str_in_output)
+    seq = Sequence(request.request_id, index, ids, params, seed, detok, max_total)
+    if params.has_penalties:
+        seq.output_counts = torch.zeros(vocab_size, dtype=torch.int32, device=device)
+        if params.repetition_penalty != 1.0:
+            seq.prompt_mask = torch.zeros(vocab_size, dtype=torch.bool, device=device)
+            seq.prompt_mask[ids] = True
+    return seq
 
 
 def tokenize_prompt(prompt: PromptType, tokenizer: Any, vocab_size: int
