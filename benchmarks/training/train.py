@@ -64,20 +64,46 @@ def build_model(tok, shape: Shape, seed: int):
 
 
 def loss_on_answers(model, input_ids, labels, mask, copy_weight: float = 0.0,
-                    watched: dict | None = None):
-    """Mean next-token loss over the assistant positions (lm_head applied there only), plus
-    `copy_weight` times the induction loss of the copy heads (see `copy_head.py`)."""
+                    watched: dict | None = None, weight=None):
+    """Next-token loss over the assistant positions (lm_head applied there only), a mean
+    weighted by `weight` (B, T; labels' weights) when given, plus `copy_weight` times the
+    induction loss of the copy heads (see `copy_head.py`)."""
     import torch.nn.functional as F
 
     hidden = model.model(input_ids=input_ids, attention_mask=mask).last_hidden_state  # (B, T, H)
     targets = labels[:, 1:]
     keep = targets != -100
     logits = model.lm_head(hidden[:, :-1][keep])  # (N, V)
-    loss = F.cross_entropy(logits.float(), targets[keep])
+    if weight is None:
+        loss = F.cross_entropy(logits.float(), targets[keep])
+    else:
+        w = weight[:, 1:][keep]
+        each = F.cross_entropy(logits.float(), targets[keep], reduction="none")
+        loss = (each * w).sum() / w.sum()
     if not copy_weight:
         return loss, None
     copy = copy_loss(model, watched, input_ids, labels, mask)
     return (loss, None) if copy is None else (loss + copy_weight * copy, copy)
+
+
+def grow(model, n: int, seed: int) -> None:
+    """Append `n` decoder layers that leave the residual stream as it is (their attention and
+    MLP output projections zero), so the deeper model computes what the trained one did."""
+    import torch
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer
+
+    cfg = model.config
+    torch.manual_seed(seed)
+    first = cfg.num_hidden_layers
+    cfg.num_hidden_layers = first + n
+    cfg.layer_types = list(cfg.layer_types or ["full_attention"] * first) + \
+        ["full_attention"] * n
+    for i in range(first, first + n):
+        layer = Qwen3DecoderLayer(cfg, i)
+        layer.apply(model._init_weights)
+        torch.nn.init.zeros_(layer.self_attn.o_proj.weight)
+        torch.nn.init.zeros_(layer.mlp.down_proj.weight)
+        model.model.layers.append(layer)
 
 
 def train(model, tok, args: argparse.Namespace, template: str) -> None:
@@ -88,7 +114,7 @@ def train(model, tok, args: argparse.Namespace, template: str) -> None:
 
     weights = tuple(float(w) for w in args.weights.split(",")) if args.weights else None
     batches = Batches(tok, args.model, args.batch_size, args.seed + 1, args.max_tokens,
-                      weights=weights, mix=args.mix)
+                      weights=weights, mix=args.mix, answer_weight=args.answer_weight)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01,
                             betas=(0.9, 0.95))
     rng = random.Random(args.seed + 2)
@@ -113,17 +139,20 @@ def train(model, tok, args: argparse.Namespace, template: str) -> None:
     for step in range(first, args.steps):
         drill = step < args.repeat_steps or bool(args.repeat_every
                                                  and step % args.repeat_every == 0)
+        weight = None
         if drill:
             input_ids, labels, mask = repeat_batch(rng, 2 * args.batch_size, plain_vocab)
         else:
-            input_ids, labels, mask = batches.next()
+            input_ids, labels, mask, weight = batches.next()
+            if args.answer_weight == 1.0:
+                weight = None  # the plain mean: what the recipes before the flag ran
         warm = min(1.0, (step + 1) / args.warmup)
         decay = 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * step / args.steps))
         for group in opt.param_groups:
             group["lr"] = args.lr * warm * decay
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
             loss, copy = loss_on_answers(model, input_ids, labels, mask, args.copy_weight,
-                                         watched)
+                                         watched, weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -194,6 +223,13 @@ def main(argv: list[str] | None = None) -> None:
                     help="LAYER:HEAD,... taught to attend like induction heads")
     ap.add_argument("--weights", default=None, help="kind weights, comma-separated in "
                     "chats.KINDS order (default: the model's mixture)")
+    ap.add_argument("--answer-weight", type=float, default=1.0,
+                    help="loss weight of the answer after </think> (calls, JSON, text) "
+                    "relative to the thinking: where values are copied and must end exactly")
+    ap.add_argument("--grow-layers", type=int, default=0,
+                    help="with --init-from: append this many layers that start as the "
+                    "identity (zero output projections), so training goes on from the "
+                    "same function with more depth")
     ap.add_argument("--mix", choices=MIXES, default="v2",
                     help="the training chats: v2 (what v2 and the reasoner were trained on) or "
                     "v3 (chats.make_chat lists the changes)")
@@ -222,6 +258,8 @@ def main(argv: list[str] | None = None) -> None:
         tok = AutoTokenizer.from_pretrained(args.init_from)
         tok.chat_template = template
         model = Qwen3ForCausalLM.from_pretrained(args.init_from, dtype=torch.float32)
+        if args.grow_layers:
+            grow(model, args.grow_layers, args.seed)
         cfg = model.config
         shape = Shape(cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads,
                       cfg.num_key_value_heads, cfg.intermediate_size)
