@@ -82,7 +82,7 @@ def loss_on_answers(model, input_ids, labels, mask, copy_weight: float = 0.0,
         loss = (each * w).sum() / w.sum()
     if not copy_weight:
         return loss, None
-    copy = copy_loss(model, watched, input_ids, labels, mask)
+    copy = copy_loss(model, watched, input_ids, labels, mask, watched.get("lookahead", ()))
     return (loss, None) if copy is None else (loss + copy_weight * copy, copy)
 
 
@@ -134,7 +134,11 @@ def train(model, tok, args: argparse.Namespace, template: str) -> None:
     model.train()
     start, cpu_start = time.perf_counter(), time.process_time() - cpu_before
     heads = [(int(lh.split(":")[0]), int(lh.split(":")[1])) for lh in args.copy_heads.split(",")]
-    watched = watch_copy_heads(model, heads) if args.copy_weight else None
+    ahead = [(int(lh.split(":")[0]), int(lh.split(":")[1]))
+             for lh in args.lookahead_heads.split(",") if lh]
+    watched = watch_copy_heads(model, heads + ahead) if args.copy_weight else None
+    if watched is not None:
+        watched["lookahead"] = tuple(ahead)
     plain_vocab = tok.convert_tokens_to_ids("<think>")  # BPE ids lie below the markers
     for step in range(first, args.steps):
         drill = step < args.repeat_steps or bool(args.repeat_every
@@ -221,6 +225,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="weight of the induction loss on one attention head (0: none)")
     ap.add_argument("--copy-heads", default="1:0,2:0",
                     help="LAYER:HEAD,... taught to attend like induction heads")
+    ap.add_argument("--lookahead-heads", default="",
+                    help="LAYER:HEAD,... taught to attend two tokens after an earlier "
+                    "occurrence of the current token (where a copied value ends shows there)")
     ap.add_argument("--weights", default=None, help="kind weights, comma-separated in "
                     "chats.KINDS order (default: the model's mixture)")
     ap.add_argument("--answer-weight", type=float, default=1.0,
