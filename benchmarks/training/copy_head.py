@@ -68,6 +68,19 @@ def lookahead_targets(input_ids, labels, max_context: int = 3):
     return sources, ok & answer
 
 
+def back_targets(input_ids, mask, back: int = 2):
+    """Every position's token `back` places before it: what a head feeding `lookahead_targets`
+    carries (a look-ahead head finds "two after an occurrence of my token" by this head's
+    output at the place it looks). Returns (B, T, T) bool sources and (B, T) bool positions."""
+    import torch
+
+    B, T = input_ids.shape
+    pos = torch.arange(T)
+    sources = (pos[None, :] == pos[:, None] - back)[None].expand(B, T, T)  # key = query - back
+    ok = mask.bool() & (torch.arange(T) >= back)[None]
+    return sources, ok
+
+
 def watch_copy_heads(model, heads: list[tuple[int, int]]) -> dict:
     """Keep what each copy head's attention layer is called with, to recompute those heads;
     `heads` are (layer, head) pairs."""
@@ -104,16 +117,21 @@ def head_weights(model, inputs: tuple, head: tuple[int, int], mask):
     return scores.masked_fill(~allowed, float("-inf")).softmax(-1)
 
 
-def copy_loss(model, seen: dict, input_ids, labels, mask, lookahead: tuple = ()):
+def copy_loss(model, seen: dict, input_ids, labels, mask, lookahead: tuple = (),
+              back: tuple = ()):
     """The induction loss of the watched heads on this batch (their mean), the heads in
-    `lookahead` taught `lookahead_targets` instead; None where no position has a source."""
+    `lookahead` taught `lookahead_targets` and those in `back` `back_targets` instead; None
+    where no position has a source."""
     targets = {"copy": induction_targets(input_ids, labels)}
     if lookahead:
         targets["ahead"] = lookahead_targets(input_ids, labels)
+    if back:
+        targets["back"] = back_targets(input_ids, mask)
     inputs = {layer: seen.pop(layer) for layer in {layer for layer, _ in seen["heads"]}}
     losses = []
     for head in seen["heads"]:
-        sources, ok = targets["ahead" if head in lookahead else "copy"]
+        kind = "ahead" if head in lookahead else "back" if head in back else "copy"
+        sources, ok = targets[kind]
         if not ok.any():
             continue
         weights = head_weights(model, inputs[head[0]], head, mask)  # (B, T, T)

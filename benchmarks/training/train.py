@@ -82,7 +82,8 @@ def loss_on_answers(model, input_ids, labels, mask, copy_weight: float = 0.0,
         loss = (each * w).sum() / w.sum()
     if not copy_weight:
         return loss, None
-    copy = copy_loss(model, watched, input_ids, labels, mask, watched.get("lookahead", ()))
+    copy = copy_loss(model, watched, input_ids, labels, mask, watched.get("lookahead", ()),
+                     watched.get("back", ()))
     return (loss, None) if copy is None else (loss + copy_weight * copy, copy)
 
 
@@ -136,9 +137,11 @@ def train(model, tok, args: argparse.Namespace, template: str) -> None:
     heads = [(int(lh.split(":")[0]), int(lh.split(":")[1])) for lh in args.copy_heads.split(",")]
     ahead = [(int(lh.split(":")[0]), int(lh.split(":")[1]))
              for lh in args.lookahead_heads.split(",") if lh]
-    watched = watch_copy_heads(model, heads + ahead) if args.copy_weight else None
+    back = [(int(lh.split(":")[0]), int(lh.split(":")[1])) for lh in args.back_heads.split(",")
+            if lh]
+    watched = watch_copy_heads(model, heads + ahead + back) if args.copy_weight else None
     if watched is not None:
-        watched["lookahead"] = tuple(ahead)
+        watched["lookahead"], watched["back"] = tuple(ahead), tuple(back)
     plain_vocab = tok.convert_tokens_to_ids("<think>")  # BPE ids lie below the markers
     for step in range(first, args.steps):
         drill = step < args.repeat_steps or bool(args.repeat_every
@@ -228,6 +231,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--lookahead-heads", default="",
                     help="LAYER:HEAD,... taught to attend two tokens after an earlier "
                     "occurrence of the current token (where a copied value ends shows there)")
+    ap.add_argument("--back-heads", default="",
+                    help="LAYER:HEAD,... taught to attend two tokens back (what a look-ahead "
+                    "head in a later layer matches on)")
     ap.add_argument("--weights", default=None, help="kind weights, comma-separated in "
                     "chats.KINDS order (default: the model's mixture)")
     ap.add_argument("--answer-weight", type=float, default=1.0,
