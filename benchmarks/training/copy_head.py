@@ -40,47 +40,6 @@ def induction_targets(input_ids, labels, max_context: int = 3):
     return sources, ok & answer
 
 
-def lookahead_targets(input_ids, labels, max_context: int = 3):
-    """Where a look-ahead head should look: for each answer position p, two after the earlier
-    occurrences of the n tokens ending at p (`ids[k-2-n+1:k-1] == ids[p-n+1:p+1]`, k <= p),
-    with the largest n (up to `max_context`) that has one. An induction head reads the token
-    after a copied one; in this tokenizer that is mostly the space before the next word, so
-    whether a copied value goes on or ends ("Paris and ..." vs "Paris Texas") shows only in the
-    token after it, which this head reads. Returns (B, T, T) bool sources and (B, T) bool
-    positions that have some."""
-    import torch
-
-    ids = input_ids
-    B, T = ids.shape
-    off = max_context + 2
-    padded = torch.cat([torch.full((B, off), -1, dtype=ids.dtype), ids], dim=1)  # ids[i] at off+i
-    match = torch.ones(T, T, dtype=torch.bool).tril().expand(B, T, T)  # k <= p
-    answer = torch.cat([labels[:, 1:] != -100, torch.zeros(B, 1, dtype=torch.bool)], dim=1)
-    sources = torch.zeros(B, T, T, dtype=torch.bool)
-    ok = torch.zeros(B, T, dtype=torch.bool)
-    for m in range(max_context):
-        before_k = padded[:, off - 2 - m:off - 2 - m + T]  # ids[k-2-m]
-        at_p = padded[:, off - m:off - m + T]  # ids[p-m]
-        match = match & (before_k[:, None, :] == at_p[:, :, None]) & (at_p[:, :, None] >= 0)
-        found = match.any(-1)
-        sources = torch.where(found[:, :, None], match, sources)
-        ok = ok | found
-    return sources, ok & answer
-
-
-def back_targets(input_ids, mask, back: int = 2):
-    """Every position's token `back` places before it: what a head feeding `lookahead_targets`
-    carries (a look-ahead head finds "two after an occurrence of my token" by this head's
-    output at the place it looks). Returns (B, T, T) bool sources and (B, T) bool positions."""
-    import torch
-
-    B, T = input_ids.shape
-    pos = torch.arange(T)
-    sources = (pos[None, :] == pos[:, None] - back)[None].expand(B, T, T)  # key = query - back
-    ok = mask.bool() & (torch.arange(T) >= back)[None]
-    return sources, ok
-
-
 def watch_copy_heads(model, heads: list[tuple[int, int]]) -> dict:
     """Keep what each copy head's attention layer is called with, to recompute those heads;
     `heads` are (layer, head) pairs."""
@@ -117,24 +76,16 @@ def head_weights(model, inputs: tuple, head: tuple[int, int], mask):
     return scores.masked_fill(~allowed, float("-inf")).softmax(-1)
 
 
-def copy_loss(model, seen: dict, input_ids, labels, mask, lookahead: tuple = (),
-              back: tuple = ()):
-    """The induction loss of the watched heads on this batch (their mean), the heads in
-    `lookahead` taught `lookahead_targets` and those in `back` `back_targets` instead; None
-    where no position has a source."""
-    targets = {"copy": induction_targets(input_ids, labels)}
-    if lookahead:
-        targets["ahead"] = lookahead_targets(input_ids, labels)
-    if back:
-        targets["back"] = back_targets(input_ids, mask)
+def copy_loss(model, seen: dict, input_ids, labels, mask):
+    """The induction loss of the watched heads on this batch (their mean); None where no
+    position has a source."""
+    sources, ok = induction_targets(input_ids, labels)
     inputs = {layer: seen.pop(layer) for layer in {layer for layer, _ in seen["heads"]}}
+    if not ok.any():
+        return None
     losses = []
     for head in seen["heads"]:
-        kind = "ahead" if head in lookahead else "back" if head in back else "copy"
-        sources, ok = targets[kind]
-        if not ok.any():
-            continue
         weights = head_weights(model, inputs[head[0]], head, mask)  # (B, T, T)
         on_source = (weights * sources).sum(-1)[ok]  # attention mass on right sources
         losses.append(-(on_source + 1e-6).log().mean())
-    return sum(losses) / len(losses) if losses else None
+    return sum(losses) / len(losses)

@@ -82,29 +82,8 @@ def loss_on_answers(model, input_ids, labels, mask, copy_weight: float = 0.0,
         loss = (each * w).sum() / w.sum()
     if not copy_weight:
         return loss, None
-    copy = copy_loss(model, watched, input_ids, labels, mask, watched.get("lookahead", ()),
-                     watched.get("back", ()))
+    copy = copy_loss(model, watched, input_ids, labels, mask)
     return (loss, None) if copy is None else (loss + copy_weight * copy, copy)
-
-
-def grow(model, n: int, seed: int) -> None:
-    """Append `n` decoder layers that leave the residual stream as it is (their attention and
-    MLP output projections zero), so the deeper model computes what the trained one did."""
-    import torch
-    from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer
-
-    cfg = model.config
-    torch.manual_seed(seed)
-    first = cfg.num_hidden_layers
-    cfg.num_hidden_layers = first + n
-    cfg.layer_types = list(cfg.layer_types or ["full_attention"] * first) + \
-        ["full_attention"] * n
-    for i in range(first, first + n):
-        layer = Qwen3DecoderLayer(cfg, i)
-        layer.apply(model._init_weights)
-        torch.nn.init.zeros_(layer.self_attn.o_proj.weight)
-        torch.nn.init.zeros_(layer.mlp.down_proj.weight)
-        model.model.layers.append(layer)
 
 
 def train(model, tok, args: argparse.Namespace, template: str) -> None:
@@ -135,13 +114,7 @@ def train(model, tok, args: argparse.Namespace, template: str) -> None:
     model.train()
     start, cpu_start = time.perf_counter(), time.process_time() - cpu_before
     heads = [(int(lh.split(":")[0]), int(lh.split(":")[1])) for lh in args.copy_heads.split(",")]
-    ahead = [(int(lh.split(":")[0]), int(lh.split(":")[1]))
-             for lh in args.lookahead_heads.split(",") if lh]
-    back = [(int(lh.split(":")[0]), int(lh.split(":")[1])) for lh in args.back_heads.split(",")
-            if lh]
-    watched = watch_copy_heads(model, heads + ahead + back) if args.copy_weight else None
-    if watched is not None:
-        watched["lookahead"], watched["back"] = tuple(ahead), tuple(back)
+    watched = watch_copy_heads(model, heads) if args.copy_weight else None
     plain_vocab = tok.convert_tokens_to_ids("<think>")  # BPE ids lie below the markers
     for step in range(first, args.steps):
         drill = step < args.repeat_steps or bool(args.repeat_every
@@ -228,24 +201,14 @@ def main(argv: list[str] | None = None) -> None:
                     help="weight of the induction loss on one attention head (0: none)")
     ap.add_argument("--copy-heads", default="1:0,2:0",
                     help="LAYER:HEAD,... taught to attend like induction heads")
-    ap.add_argument("--lookahead-heads", default="",
-                    help="LAYER:HEAD,... taught to attend two tokens after an earlier "
-                    "occurrence of the current token (where a copied value ends shows there)")
-    ap.add_argument("--back-heads", default="",
-                    help="LAYER:HEAD,... taught to attend two tokens back (what a look-ahead "
-                    "head in a later layer matches on)")
     ap.add_argument("--weights", default=None, help="kind weights, comma-separated in "
                     "chats.KINDS order (default: the model's mixture)")
     ap.add_argument("--answer-weight", type=float, default=1.0,
                     help="loss weight of the answer after </think> (calls, JSON, text) "
                     "relative to the thinking: where values are copied and must end exactly")
-    ap.add_argument("--grow-layers", type=int, default=0,
-                    help="with --init-from: append this many layers that start as the "
-                    "identity (zero output projections), so training goes on from the "
-                    "same function with more depth")
     ap.add_argument("--mix", choices=MIXES, default="v2",
                     help="the training chats: v2 (what v2 and the reasoner were trained on) or "
-                    "v3 (chats.make_chat lists the changes)")
+                    "v3 / v4 (chats.make_chat lists the changes)")
     ap.add_argument("--max-tokens", type=int, default=8192,
                     help="at most this many tokens (padding included) in a chat batch")
     ap.add_argument("--checkpoint-every", type=int, default=100,
@@ -271,8 +234,6 @@ def main(argv: list[str] | None = None) -> None:
         tok = AutoTokenizer.from_pretrained(args.init_from)
         tok.chat_template = template
         model = Qwen3ForCausalLM.from_pretrained(args.init_from, dtype=torch.float32)
-        if args.grow_layers:
-            grow(model, args.grow_layers, args.seed)
         cfg = model.config
         shape = Shape(cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads,
                       cfg.num_key_value_heads, cfg.intermediate_size)
