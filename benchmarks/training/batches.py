@@ -24,9 +24,11 @@ class Batches:
 
     def __init__(self, tok, model: str, batch_size: int, seed: int, max_tokens: int = 8192,
                  pool: int = 8, weights: tuple[float, ...] | None = None,
-                 mix: str = "v2") -> None:
+                 mix: str = "v2", answer_weight: float = 1.0) -> None:
         self.tok, self.model, self.batch_size, self.pool = tok, model, batch_size, pool
         self.max_tokens, self.weights, self.mix = max_tokens, weights, mix
+        self.answer_weight = answer_weight
+        self.end_think = tok.convert_tokens_to_ids("</think>")
         self.rng = random.Random(seed)
         self.ready: list[list[tuple[list[int], int]]] = []
 
@@ -53,6 +55,9 @@ class Batches:
         self.rng.shuffle(self.ready)
 
     def next(self):
+        """input_ids, labels (-100 outside the assistant's turn), attention mask, and each
+        label's loss weight: `answer_weight` after the turn's `</think>` (the tool calls, JSON
+        or text, where a value must be copied and ended exactly), 1 in the thinking."""
         import torch
 
         if not self.ready:
@@ -63,11 +68,16 @@ class Batches:
         input_ids = torch.full((len(batch), width), pad, dtype=torch.long)  # (B, T)
         labels = torch.full((len(batch), width), -100, dtype=torch.long)
         mask = torch.zeros((len(batch), width), dtype=torch.long)
+        weight = torch.ones((len(batch), width))
         for i, (ids, split) in enumerate(batch):
             input_ids[i, :len(ids)] = torch.tensor(ids)
             labels[i, split:len(ids)] = torch.tensor(ids[split:])
             mask[i, :len(ids)] = 1
-        return input_ids, labels, mask
+            answer = split  # no thinking in the turn: all of it is the answer
+            if self.end_think in ids[split:]:
+                answer = ids.index(self.end_think, split) + 1
+            weight[i, answer:len(ids)] = self.answer_weight
+        return input_ids, labels, mask, weight
 
 
 def repeat_batch(rng: random.Random, batch_size: int, vocab: int):

@@ -25,7 +25,7 @@ from thinkgate.engine.demo.data import TOOLS as DEMO_TOOLS
 MODELS = ("demo", "reasoner")
 KINDS = ("tool", "json", "result", "plain", "copy", "short_json", "forced")
 _WEIGHTS = {"demo": (33, 22, 14, 14, 12, 5, 3), "reasoner": (25, 20, 15, 28, 12, 3, 2)}
-MIXES = ("v2", "v3")  # v2: the data v2 was trained on; v3: the changes listed in make_chat
+MIXES = ("v2", "v3", "v4")  # v2: the data v2 was trained on; v3, v4: the changes in make_chat
 COMPACT_SHARE = 0.25  # tool answers written as a forced call's grammar writes them
 JSON_TIGHT_PERCENT = 50  # (v3) JSON answers written as a response_format grammar writes them
 _SYSTEMS = ["You are a helpful assistant.", "Be brief.", "You are a careful assistant.",

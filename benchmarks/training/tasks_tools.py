@@ -121,10 +121,10 @@ def _request(name: str, v: Values) -> tuple[str, dict, str]:
     return user, {"origin": a, "destination": b}, f"directions from {a} to {b}"
 
 
-def _tool_list(r: random.Random, must: list[str], v3: bool = False) -> list[dict]:
-    """1-3 tools with the `must` ones; (v3 mix, one time in four) a long list: the demo's
-    eight in the playground's order when they hold `must`, or 4-8 tools shuffled."""
-    if v3 and r.random() < 0.25:
+def _tool_list(r: random.Random, must: list[str], long_share: float = 0.0) -> list[dict]:
+    """1-3 tools with the `must` ones; (v3 / v4 mix, a `long_share` of them) a long list: the
+    demo's eight in the playground's order when they hold `must`, or 4-8 tools shuffled."""
+    if long_share and r.random() < long_share:
         if set(must) <= set(DEMO_TOOLS) and r.random() < 0.6:
             return list(DEMO_TOOLS.values())
         names = r.sample(sorted(TOOLS), r.randint(4, 8))
@@ -171,11 +171,11 @@ def tool_task(v: Values, name: str | None = None) -> Task:
                  f"I will call {name} twice."]
         return Task("tool", user, steps, f"The user wants {want} and {want2}. I will call "
                     f"{name} twice.", calls=[(name, args), (name, args2)],
-                    tools=_tool_list(r, [name], v.v3), check=f"Let me check: {says(args)}; "
+                    tools=_tool_list(r, [name], v.long_share), check=f"Let me check: {says(args)}; "
                     f"{says(args2)}.")
     steps, check = _steps(name, args, want)
     return Task("tool", user, steps, f"The user wants {want}. I will call {name}.",
-                calls=[(name, args)], tools=_tool_list(r, [name], v.v3), check=check)
+                calls=[(name, args)], tools=_tool_list(r, [name], v.long_share), check=check)
 
 
 def _result(name: str, args: dict, v: Values) -> tuple[dict, str]:
@@ -240,7 +240,7 @@ def result_task(v: Values) -> Task:
     if scalars:
         steps.insert(1, f"It returned {says(scalars)}.")
     return Task("result", user, steps, f"The tool {name} answered. I will tell the user.",
-                answer=answer, tools=_tool_list(r, [name], v.v3), history=history,
+                answer=answer, tools=_tool_list(r, [name], v.long_share), history=history,
                 expected={"used": used}, check=f"Let me check: {answer}")
 
 
@@ -262,4 +262,4 @@ def forced_task(v: Values) -> Task:
         else:
             args[key] = words[-1] if words else base.user
     return Task("tool", base.user, [base.steps[0], f"I will call {name}."], base.short,
-                calls=[(name, args)], tools=_tool_list(r, [name], v.v3), compact=True)
+                calls=[(name, args)], tools=_tool_list(r, [name], v.long_share), compact=True)

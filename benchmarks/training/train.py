@@ -64,16 +64,22 @@ def build_model(tok, shape: Shape, seed: int):
 
 
 def loss_on_answers(model, input_ids, labels, mask, copy_weight: float = 0.0,
-                    watched: dict | None = None):
-    """Mean next-token loss over the assistant positions (lm_head applied there only), plus
-    `copy_weight` times the induction loss of the copy heads (see `copy_head.py`)."""
+                    watched: dict | None = None, weight=None):
+    """Next-token loss over the assistant positions (lm_head applied there only), a mean
+    weighted by `weight` (B, T; labels' weights) when given, plus `copy_weight` times the
+    induction loss of the copy heads (see `copy_head.py`)."""
     import torch.nn.functional as F
 
     hidden = model.model(input_ids=input_ids, attention_mask=mask).last_hidden_state  # (B, T, H)
     targets = labels[:, 1:]
     keep = targets != -100
     logits = model.lm_head(hidden[:, :-1][keep])  # (N, V)
-    loss = F.cross_entropy(logits.float(), targets[keep])
+    if weight is None:
+        loss = F.cross_entropy(logits.float(), targets[keep])
+    else:
+        w = weight[:, 1:][keep]
+        each = F.cross_entropy(logits.float(), targets[keep], reduction="none")
+        loss = (each * w).sum() / w.sum()
     if not copy_weight:
         return loss, None
     copy = copy_loss(model, watched, input_ids, labels, mask)
@@ -88,7 +94,7 @@ def train(model, tok, args: argparse.Namespace, template: str) -> None:
 
     weights = tuple(float(w) for w in args.weights.split(",")) if args.weights else None
     batches = Batches(tok, args.model, args.batch_size, args.seed + 1, args.max_tokens,
-                      weights=weights, mix=args.mix)
+                      weights=weights, mix=args.mix, answer_weight=args.answer_weight)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01,
                             betas=(0.9, 0.95))
     rng = random.Random(args.seed + 2)
@@ -113,17 +119,20 @@ def train(model, tok, args: argparse.Namespace, template: str) -> None:
     for step in range(first, args.steps):
         drill = step < args.repeat_steps or bool(args.repeat_every
                                                  and step % args.repeat_every == 0)
+        weight = None
         if drill:
             input_ids, labels, mask = repeat_batch(rng, 2 * args.batch_size, plain_vocab)
         else:
-            input_ids, labels, mask = batches.next()
+            input_ids, labels, mask, weight = batches.next()
+            if args.answer_weight == 1.0:
+                weight = None  # the plain mean: what the recipes before the flag ran
         warm = min(1.0, (step + 1) / args.warmup)
         decay = 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * step / args.steps))
         for group in opt.param_groups:
             group["lr"] = args.lr * warm * decay
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
             loss, copy = loss_on_answers(model, input_ids, labels, mask, args.copy_weight,
-                                         watched)
+                                         watched, weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -194,9 +203,12 @@ def main(argv: list[str] | None = None) -> None:
                     help="LAYER:HEAD,... taught to attend like induction heads")
     ap.add_argument("--weights", default=None, help="kind weights, comma-separated in "
                     "chats.KINDS order (default: the model's mixture)")
+    ap.add_argument("--answer-weight", type=float, default=1.0,
+                    help="loss weight of the answer after </think> (calls, JSON, text) "
+                    "relative to the thinking: where values are copied and must end exactly")
     ap.add_argument("--mix", choices=MIXES, default="v2",
                     help="the training chats: v2 (what v2 and the reasoner were trained on) or "
-                    "v3 (chats.make_chat lists the changes)")
+                    "v3 / v4 (chats.make_chat lists the changes)")
     ap.add_argument("--max-tokens", type=int, default=8192,
                     help="at most this many tokens (padding included) in a chat batch")
     ap.add_argument("--checkpoint-every", type=int, default=100,

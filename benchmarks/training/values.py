@@ -114,6 +114,9 @@ def pseudo_word(rng: random.Random, min_syl: int = 1, max_syl: int = 4) -> str:
                    for _ in range(rng.randint(min_syl, max_syl)))
 
 
+LONG_LISTS = {"v3": 0.25, "v4": 0.6}
+
+
 class Values:
     """Draws values of one split ("train" or "heldout") from a seeded `random.Random`."""
 
@@ -121,8 +124,11 @@ class Values:
         if split not in ("train", "heldout"):
             raise ValueError(f"split must be 'train' or 'heldout', not {split!r}")
         self.rng, self.split = rng, split
-        # the v3 mix's changes reach training only: held-out sets stay as they were
-        self.v3 = mix == "v3" and split == "train"
+        # the v3 / v4 mixes' changes reach training only: held-out sets stay as they were
+        self.v3 = mix in ("v3", "v4") and split == "train"
+        # the share of tool requests offered a long tool list (v4: most of them, since
+        # where a free-text value ends is what a long prompt blurs most)
+        self.long_share = LONG_LISTS.get(mix, 0.0) if split == "train" else 0.0
 
     def _keep(self, value: str) -> bool:
         return is_heldout(value) == (self.split == "heldout")

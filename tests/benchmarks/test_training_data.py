@@ -223,3 +223,69 @@ def test_the_eight_tool_heldout_set_offers_the_playground_tools():
         assert chat.tools == list(DEMO_TOOLS.values())
         for _, args in chat.task.calls:
             assert is_heldout(str(next(iter(args.values())))), args
+
+
+def test_the_v4_mix_offers_long_tool_lists_most_often_and_changes_training_only():
+    rng = random.Random(10)
+    long = {mix: sum(len(make_chat(rng, "demo", "train", "tool", mix=mix).tools) >= 4
+                     for _ in range(300)) for mix in ("v3", "v4")}
+    assert long["v4"] > 1.8 * long["v3"] and 150 < long["v4"] < 210
+    assert Values(random.Random(0), "heldout", "v4").long_share == 0.0
+    for kind in KINDS:
+        a = make_chat(random.Random(kind), "demo", "heldout", kind, mix="v2")
+        b = make_chat(random.Random(kind), "demo", "heldout", kind, mix="v4")
+        assert (a.messages, a.tools, a.completion) == (b.messages, b.tools, b.completion)
+
+
+def test_answer_weights_cover_what_follows_the_thinking():
+    """`Batches(answer_weight=w)`: every label after the turn's `</think>` weighs w, the
+    thinking 1; a turn without thinking (`enable_thinking: false`: the template closes it in
+    the prompt) is all answer."""
+    from pathlib import Path
+
+    from thinkgate.benchmarks.training.batches import Batches
+    from transformers import AutoTokenizer
+
+    folder = Path(__file__).resolve().parents[2] / "engine" / "demo" / "model"
+    tok = AutoTokenizer.from_pretrained(folder)
+    end = tok.convert_tokens_to_ids("</think>")
+    batches = Batches(tok, "demo", 8, seed=3, answer_weight=3.0)
+    seen = set()
+    for _ in range(6):
+        ids, labels, mask, weight = batches.next()
+        for row, lab, w in zip(ids.tolist(), labels.tolist(), weight.tolist()):
+            answer = [i for i, x in enumerate(lab) if x != -100]
+            turn = row[answer[0]:answer[-1] + 1]
+            cut = answer[0] + (turn.index(end) + 1 if end in turn else 0)
+            seen.add(end in turn)
+            assert all(w[i] == 1.0 for i in answer if i < cut)
+            assert all(w[i] == 3.0 for i in answer if i >= cut)
+    assert seen == {True, False}
+
+
+def test_the_weighted_loss_is_the_weighted_mean_of_the_token_losses():
+    import torch
+    import torch.nn.functional as F
+    from thinkgate.benchmarks.training.train import loss_on_answers
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(Qwen3Config(
+        vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=16)).eval()
+    ids = torch.randint(0, 32, (2, 7))
+    labels = ids.clone()
+    labels[:, :3] = -100
+    weight = torch.ones(2, 7)
+    weight[:, 5:] = 4.0
+    mask = torch.ones_like(ids)
+    with torch.no_grad():
+        plain, _ = loss_on_answers(model, ids, labels, mask)
+        weighted, _ = loss_on_answers(model, ids, labels, mask, weight=weight)
+        logits = model(ids).logits[:, :-1]
+    each = F.cross_entropy(logits.reshape(-1, 32), ids[:, 1:].reshape(-1), reduction="none")
+    keep = (labels[:, 1:] != -100).reshape(-1)
+    w = weight[:, 1:].reshape(-1)[keep]
+    assert torch.allclose(plain, each[keep].mean(), atol=1e-5)
+    assert torch.allclose(weighted, (each[keep] * w).sum() / w.sum(), atol=1e-5)
+    assert not torch.allclose(plain, weighted)
