@@ -98,7 +98,8 @@ def make_chat(rng: random.Random, model: str, split: str = "train",
     `</think>` with no blank line, as a `response_format` / forced-call grammar writes them;
     free-text tools are drawn more often, with a word more at most in their free text; two
     calls twice as often; a quarter of the tool lists are long (4-8 tools, often the demo's
-    eight, as the playground offers them)."""
+    eight, as the playground offers them). `mix` "v4" is v3 with long tool lists for 60% of the
+    tool requests: a long prompt is where the end of a copied free-text value was missed."""
     if model not in MODELS:
         raise ValueError(f"model must be one of {MODELS}, not {model!r}")
     if mix not in MIXES:
