@@ -202,6 +202,11 @@ def _q4_k_llama_gguf(tmp: Path) -> Path:
     return path
 
 
+# nats: a greedy choice float32 itself barely makes, which bf16 may make the other way (its
+# error on a logprob near the top is ~0.06 here: two of them flipped a 0.109 margin)
+NEAR_TIE = 0.25
+
+
 def _generate(path: Path, demo_dir: str, dtype: str, monkeypatch: pytest.MonkeyPatch,
               dequantize: bool, max_tokens: int, prompts: list | None = None
               ) -> tuple[list, set[str]]:
@@ -220,28 +225,34 @@ def _generate(path: Path, demo_dir: str, dtype: str, monkeypatch: pytest.MonkeyP
 @pytest.mark.parametrize("model", ["demo_qwen3", "demo_q4_1_embedding", "q4_k_llama"])
 def test_gguf_model_packed_matches_dequantized(model: str, tmp_path: Path, demo_dir: str,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same file packed in bf16 and dequantized in float32 (exact): the same greedy tokens,
-    every top-5 logprob both report within 0.3 nats plus 3% of its size (bf16 keeps 8 bits, so
-    its error grows with a logit's distance from the top: the demo model v3, sharper than v2,
-    put a rank-4 token at -8.44 nats in float32 and -8.11 in bf16). That is bf16's error, not
-    the packing's (a wrong packing moves the top tokens, whose logprobs lie near 0):
-    seen at most 0.243 (demo) and 0.224 (Q4_K, first step) packed, 0.247 and 0.357 for the
-    same files dequantized to dense bf16 (today's path, which also leaves the float32 tokens
-    on one demo prompt). The trained demo model runs 16 tokens; the random Q4_K model has near
-    ties after its first token, so it is compared on that one."""
+    """The same file packed in bf16 and dequantized in float32 (exact): the same greedy tokens
+    up to a near tie of float32's own (two tokens within `NEAR_TIE` nats by float32's
+    logprobs, which bf16 may order the other way: demo v4 after 6 tokens, -0.818 vs -0.927,
+    and with a Q4_1 embedding on its first token, -0.914 vs -0.985; a wrong packing moves the
+    top tokens by far more), and every top-5 logprob both report on the shared path within 0.3
+    nats plus 3% of its size (bf16 keeps 8 bits, so its error grows with a logit's distance
+    from the top: the demo model v3 put a rank-4 token at -8.44 nats in float32 and -8.11 in
+    bf16). That is bf16's error, not the packing's (a wrong packing moves the top tokens, whose
+    logprobs lie near 0): seen at most 0.243 (demo) and 0.224 (Q4_K, first step) packed, 0.247
+    and 0.357 for the same files dequantized to dense bf16. The trained demo model runs 16
+    tokens; the random Q4_K model has near ties after its first token, so it is compared on
+    that one."""
     demo = model.startswith("demo")
     embed = "Q4_1" if model == "demo_q4_1_embedding" else "Q8_0"
     path = _demo_gguf(tmp_path, demo_dir, embed) if demo else _q4_k_llama_gguf(tmp_path)
     steps = 16 if demo else 1
-    # with a 4-bit embedding the demo's third prompt starts on a near tie (0.008 nats, which
-    # dense bf16 resolves the other way too): the first two prompts only
-    prompts = [[1, 2, 3, 4, 5], [100, 200, 300]] if embed == "Q4_1" and demo else None
-    got, packed = _generate(path, demo_dir, "bfloat16", monkeypatch, False, steps, prompts)
-    want, dense_packed = _generate(path, demo_dir, "float32", monkeypatch, True, steps, prompts)
+    got, packed = _generate(path, demo_dir, "bfloat16", monkeypatch, False, steps)
+    want, dense_packed = _generate(path, demo_dir, "float32", monkeypatch, True, steps)
     assert packed and not dense_packed
     for g, w in zip(got, want):
-        assert g.token_ids == w.token_ids
-        for g_step, w_step in zip(g.logprobs, w.logprobs):
+        shared = next((i for i, (a, b) in enumerate(zip(g.token_ids, w.token_ids)) if a != b),
+                      len(w.token_ids))
+        if shared < len(w.token_ids):  # the paths part: only where float32 itself nearly ties
+            top, mine = w.logprobs[shared], g.token_ids[shared]
+            assert mine in top, (shared, mine, top)
+            assert top[w.token_ids[shared]].logprob - top[mine].logprob < NEAR_TIE, (shared, top)
+        # up to the first difference both ran on the same tokens: their logprobs compare
+        for g_step, w_step in zip(g.logprobs[:shared + 1], w.logprobs[:shared + 1]):
             shared = set(g_step) & set(w_step)
             assert len(shared) >= 3
             for tid in shared:
