@@ -183,7 +183,7 @@ def evaluate(name: str, folder: str, n: int, budgets: list[int], max_tokens: int
     report["tool_required"] = tool_scores(sets["tool"], run(llm, sets["tool"],
                                                             tool_choice="required"))
     if name == "demo":
-        eight = heldout_demo_tool_chats(n)
+        eight = heldout_demo_tool_chats(n, seed=heldout_seed)
         report["tool8_auto"] = tool_scores(eight, run(llm, eight))
         report["tool8_required"] = tool_scores(eight, run(llm, eight, tool_choice="required"))
     report["json_schema"] = json_scores(sets["json"], run(llm, sets["json"], schema="json_schema"))

@@ -64,3 +64,33 @@ def test_heldout_seed_draws_the_sets_evaluate_runs(monkeypatch) -> None:
         with pytest.raises(SystemExit):
             eval_models.main(argv)
         assert seen[-1] == want
+
+
+def test_every_set_of_evaluate_follows_the_heldout_seed(monkeypatch) -> None:
+    """The demo's eight-tool set is drawn with the held-out seed too (it once ignored it, so
+    its figures came out the same under every seed)."""
+    from thinkgate.benchmarks import eval_models
+
+    class Stop(Exception):
+        pass
+
+    drawn: dict[int, list] = {}
+
+    class FakeLLM:
+        def get_tokenizer(self):
+            return None
+
+    def fake_run(llm, chats, **kwargs):
+        if chats and chats[0].tools and len(chats[0].tools) == 8 and \
+                kwargs.get("tool_choice") == "required":
+            drawn.setdefault(seed, []).append([c.task.user for c in chats])
+            raise Stop
+        return [None] * len(chats)
+
+    monkeypatch.setattr(eval_models, "load", lambda folder: FakeLLM())
+    monkeypatch.setattr(eval_models, "run", fake_run)
+    monkeypatch.setattr(eval_models, "tool_scores", lambda chats, outs: {})
+    for seed in (1234, 99):
+        with pytest.raises(Stop):
+            eval_models.evaluate("demo", "unused", 6, [], 64, heldout_seed=seed)
+    assert drawn[1234] != drawn[99]
