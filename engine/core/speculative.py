@@ -52,6 +52,7 @@ from thinkgate.engine.core.sampler import (
     forced_logprob_entries,
     make_logprob_entry,
 )
+from thinkgate.engine.core.spec_gate import advance_gate, spread_gate
 from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.structured.structured_output import GateInputs
 from thinkgate.kernels import accept_drafts
@@ -164,6 +165,8 @@ class Speculator:
             state.settle(seq.token_ids)
             limit = seq.max_total_tokens - seq.num_tokens - 1  # room for the sampled token
             proposal = self.proposer.propose(seq, limit)
+            if proposal and seq.reasoning_state is not None:  # thinking: up to the gate's cuts
+                proposal = proposal[:seq.reasoning_state.draft_room(proposal)]
             if proposal:
                 wanted.append((seq, state, proposal, state.worth(proposal, cut)))
         if not wanted:
@@ -198,13 +201,12 @@ class Speculator:
         Every position is sampled in one call under its own mask; acceptance runs over rows x
         positions at once (`kernels.accept_drafts`: on the device the step reads back one
         (2, B) tensor; on CPU the ids are host values and its loop runs on lists)."""
-        if gate is not None and (gate.reasoning is not None or gate.banned_rows):
-            for seq in seqs:  # a thinking row: the device gate maps a row to a slot; no drafts
-                seq.draft_ids = []
-            return sampler(logits[torch.tensor(starts, device=logits.device)], seqs, gate)
         num = logits.shape[0]
         spans = [len(seq.draft_ids) + 1 for seq in seqs]  # each row's positions
         wide_gate, cuts = self._masks(seqs, starts, num, gate, jump_forward)
+        gated = gate is not None and (gate.reasoning is not None or bool(gate.banned_rows))
+        if gated:  # thinking rows: each position on its row's slot (spec_gate.py)
+            wide_gate = spread_gate(gate, wide_gate, starts, spans)  # type: ignore[arg-type]
         positions: list[Any] = []
         drafts: list[int] = []  # (N,): the draft id each position's sample is compared with
         for seq, span, cut in zip(seqs, spans, cuts):
@@ -235,6 +237,9 @@ class Speculator:
         entries: list[Any] = [None] * b
         if raw is not None:
             entries = self._logprobs(raw, want, accepted, token_ids, entries)
+        reasoning = None
+        if gate is not None and gate.reasoning is not None:  # over kept ids, then sampled ones
+            token_ids, reasoning = advance_gate(gate, seqs, accepted, token_ids)
         for row, seq in enumerate(seqs):
             k, kept = len(seq.draft_ids), accepted[row]
             if not k:  # (a row without a draft keeps its jump-forward ids, if any)
@@ -249,7 +254,8 @@ class Speculator:
             seq.spec_counts[2] += kept
             kept_entries = entries[row][0] if entries[row] is not None else []
             self._keep(seq, seq.draft_ids[:kept], kept_entries, decode)
-        return SamplerOutput(token_ids, [e[1] if e is not None else None for e in entries])
+        return SamplerOutput(token_ids, [e[1] if e is not None else None for e in entries],
+                             reasoning)
 
     def _masks(self, seqs: list[Sequence], starts: list[int], num: int, gate: GateInputs | None,
                jump_forward: Any) -> tuple[GateInputs | None, list[int]]:
@@ -330,9 +336,6 @@ def _constrained(seq: Sequence) -> bool:
 def _may_draft(seq: Sequence) -> bool:
     """Whether this row drafts at all (the module doc's list)."""
     if seq.has_logits_processors or seq.trace is not None:
-        return False
-    gate = seq.reasoning_state
-    if gate is not None and not gate.answering:
         return False
     row = seq.structured_state
     if row is None:
