@@ -120,7 +120,9 @@ def test_drafts_under_a_json_schema_are_sampled_under_each_positions_mask(
     assert accepted(spec) > before
 
 
-def test_thinking_rows_do_not_draft_and_answers_match(llm: LLM, spec: LLM) -> None:
+def test_a_thinking_row_drafts_and_its_answer_matches(llm: LLM, spec: LLM) -> None:
+    """The demo model thinks before its schema's answer: the same message as plain decoding
+    (more thinking cases on the reasoning model: test_spec_thinking.py)."""
     messages = [{"role": "user", "content": "Name a city, twice: Paris Paris"}]
     fmt = {"type": "json_schema", "json_schema": {"name": "c", "schema": {
         "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
@@ -128,6 +130,7 @@ def test_thinking_rows_do_not_draft_and_answers_match(llm: LLM, spec: LLM) -> No
     want = llm.chat(messages, params, use_tqdm=False, response_format=fmt)[0]
     got = spec.chat(messages, params, use_tqdm=False, response_format=fmt)[0]
     assert got.message == want.message and got.finish_reason == want.finish_reason
+    assert got.message["reasoning"]
 
 
 def _seq(tokens: list[int]) -> Sequence:
