@@ -29,10 +29,17 @@ deterministic draft this is what rejection sampling reduces to: accept d with pr
 p(d), else draw from p without d). Greedy rows give the tokens of plain decoding; seeded rows
 give the same tokens too, up to float rounding between the ragged and the one-token forward.
 
-Rows that do not draft (this first slice): a row with logits processors (penalties, logit
-bias, min_tokens: their counts move with each kept token), a token trace, a completion plan, a
-row still thinking, and every row of a step where some
-row is thinking (the device reasoning gate maps one row to one slot). Accepted drafts become
+Rows that still think draft too (spec_gate.py): a thinking row's draft stops before its first
+end-marker id and before the id after which a thinking budget would force the marker
+(`RowGate.draft_room`), so each of its positions thinks, unforced, in the slot state of the
+step's start; every position reads its row's slot of the device gate (no grammar while
+thinking, unless the constraint applies in reasoning; the stop and implicit-end ids banned
+while a grammar waits), the sampled token after a kept prefix may be `</think>`, and the gate
+is advanced over the kept ids and then the sampled one, ending where plain decoding leaves it.
+Thinking and answering rows draft in the same step.
+
+Rows that do not draft: a row with logits processors (penalties, logit bias, min_tokens: their
+counts move with each kept token), a token trace, a completion plan. Accepted drafts become
 the row's `forced_ids` (scheduler.py appends them before the sampled token, under the stop
 rules), so stop strings, stop ids and max_tokens inside a draft end the row where they fall.
 """
