@@ -7,8 +7,8 @@ position the verify pass samples for that row, the row still thinks and nothing 
 gate of each of its positions is the one its slot holds at the start of the step. The step's
 gate is spread over the positions (`spread_gate`: each position reads its row's slot, a banned
 row's positions all ban its ids), and the sampler applies it as in a plain step: no grammar
-while thinking (unless the constraint applies in reasoning, then its masks along the draft),
-the budget's forced id where a row's one position is forced.
+while thinking (unless the constraint applies in reasoning: then its masks along the draft),
+and the budget's forced id on a row whose budget is spent (such a row has no draft).
 
 After acceptance, `advance_gate` writes into each thinking row's slot what its kept ids did
 (they hold no marker id: the count grows by those after the start marker, the marker match is

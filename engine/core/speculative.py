@@ -211,9 +211,8 @@ class Speculator:
         num = logits.shape[0]
         spans = [len(seq.draft_ids) + 1 for seq in seqs]  # each row's positions
         wide_gate, cuts = self._masks(seqs, starts, num, gate, jump_forward)
-        gated = gate is not None and (gate.reasoning is not None or bool(gate.banned_rows))
-        if gated:  # thinking rows: each position on its row's slot (spec_gate.py)
-            wide_gate = spread_gate(gate, wide_gate, starts, spans)  # type: ignore[arg-type]
+        if gate is not None and (gate.reasoning is not None or gate.banned_rows):
+            wide_gate = spread_gate(gate, wide_gate, starts, spans)  # each position on its slot
         positions: list[Any] = []
         drafts: list[int] = []  # (N,): the draft id each position's sample is compared with
         for seq, span, cut in zip(seqs, spans, cuts):
