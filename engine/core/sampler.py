@@ -28,8 +28,9 @@ class SamplerOutput:
     token_ids: list[int]
     # per row: None, or (sampled logprob, sampled rank, [(id, logprob), ...] top-k)
     logprobs: list[tuple[float, int, list[tuple[int, float]]] | None]
-    # with a reasoning state: each row's slot after the step, (thinking, num_reasoning_tokens)
-    reasoning: tuple[list[int], list[int]] | None = None
+    # with a reasoning state: each row's slot after the step, (thinking, num_reasoning_tokens,
+    # progress, start_id)
+    reasoning: tuple[list[int], ...] | None = None
 
 
 class Sampler:
@@ -71,19 +72,9 @@ class Sampler:
         raw_logprobs = torch.log_softmax(logits[want_logprobs], dim=-1) if want_logprobs else None
         self._apply_processors(logits, seqs)
         gate = gate or GateInputs()
-        if gate.banned_rows and gate.banned_ids:
-            rows = torch.tensor(gate.banned_rows, device=logits.device)
-            logits[rows[:, None], torch.tensor(gate.banned_ids, device=logits.device)] = -torch.inf
+        _ban(logits, gate)
         token_ids = self._sample(logits, seqs, gate)
-        reasoning = None
-        if gate.reasoning is not None:
-            update_reasoning_state(gate.reasoning, token_ids, gate.slots)
-            slots = gate.slots.long()
-            host = torch.stack((token_ids, gate.reasoning.thinking[slots].long(),
-                                gate.reasoning.num_reasoning_tokens[slots].long())).tolist()
-            token_list, reasoning = host[0], (host[1], host[2])
-        else:
-            token_list = token_ids.tolist()
+        token_list, reasoning = advance_reasoning(gate, token_ids)
         out: list[tuple[float, int, list[tuple[int, float]]] | None] = [None] * len(seqs)
         if raw_logprobs is not None:
             rows = torch.tensor(want_logprobs, device=logits.device)
@@ -104,16 +95,18 @@ class Sampler:
     def sample_ids(self, logits: torch.Tensor, seqs: list[Sequence],
                    gate: GateInputs | None = None) -> torch.Tensor:
         """The ids `__call__` samples, as a (B,) int64 tensor on the logits' device with no
-        read back: for steps without a reasoning gate or banned rows (a verify step's, whose
-        logprobs the caller computes). `logits` is modified in place."""
-        assert gate is None or (gate.reasoning is None and not gate.banned_rows)
+        read back and no update of the reasoning state (a verify step's positions: the caller
+        computes their logprobs and advances the gate over the ids it keeps). `logits` is
+        modified in place."""
         if (logits.device.type == "cpu" and not use_triton(logits)
                 and (gate is None or gate.is_empty())):
             ids = self._sample_plain(logits, seqs)
             if ids is not None:
                 return torch.tensor(ids, dtype=torch.int64)
         self._apply_processors(logits, seqs)
-        return self._sample(logits, seqs, gate or GateInputs())
+        gate = gate or GateInputs()
+        _ban(logits, gate)
+        return self._sample(logits, seqs, gate)
 
     def _apply_processors(self, logits: torch.Tensor, seqs: list[Sequence]) -> None:
         for row, seq in enumerate(seqs):
@@ -148,6 +141,29 @@ class Sampler:
         return sample(logits, tensors, bitmask=gate.bitmask, grammar_rows=gate.grammar_rows,
                       reasoning=gate.reasoning, slots=gate.slots,
                       vocab_size=self.vocab_size).token_ids
+
+
+def _ban(logits: torch.Tensor, gate: GateInputs) -> None:
+    """-inf at the gate's banned ids on its banned rows."""
+    if gate.banned_rows and gate.banned_ids:
+        rows = torch.tensor(gate.banned_rows, device=logits.device)
+        logits[rows[:, None], torch.tensor(gate.banned_ids, device=logits.device)] = -torch.inf
+
+
+def advance_reasoning(gate: GateInputs, token_ids: torch.Tensor
+                      ) -> tuple[list[int], tuple[list[int], ...] | None]:
+    """The ids as a host list, after `kernels.update_reasoning_state` advanced the gate's slots
+    by them when there is a gate: then also each row's slot (thinking, num_reasoning_tokens,
+    progress, start_id), read back in the same transfer (the step's one sync)."""
+    if gate.reasoning is None:
+        return token_ids.tolist(), None
+    state = gate.reasoning
+    update_reasoning_state(state, token_ids, gate.slots)
+    slots = gate.slots.long()
+    host = torch.stack((token_ids, state.thinking[slots].long(),
+                        state.num_reasoning_tokens[slots].long(), state.progress[slots].long(),
+                        state.start_id[slots].long())).tolist()
+    return host[0], tuple(host[1:])
 
 
 def _apply_penalties(row: torch.Tensor, seq: Sequence) -> None:

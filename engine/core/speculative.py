@@ -29,10 +29,17 @@ deterministic draft this is what rejection sampling reduces to: accept d with pr
 p(d), else draw from p without d). Greedy rows give the tokens of plain decoding; seeded rows
 give the same tokens too, up to float rounding between the ragged and the one-token forward.
 
-Rows that do not draft (this first slice): a row with logits processors (penalties, logit
-bias, min_tokens: their counts move with each kept token), a token trace, a completion plan, a
-row still thinking, and every row of a step where some
-row is thinking (the device reasoning gate maps one row to one slot). Accepted drafts become
+Rows that still think draft too (spec_gate.py): a thinking row's draft stops before its first
+end-marker id and before the id after which a thinking budget would force the marker
+(`RowGate.draft_room`), so each of its positions thinks, unforced, in the slot state of the
+step's start; every position reads its row's slot of the device gate (no grammar while
+thinking, unless the constraint applies in reasoning; the stop and implicit-end ids banned
+while a grammar waits), the sampled token after a kept prefix may be `</think>`, and the gate
+is advanced over the kept ids and then the sampled one, ending where plain decoding leaves it.
+Thinking and answering rows draft in the same step.
+
+Rows that do not draft: a row with logits processors (penalties, logit bias, min_tokens: their
+counts move with each kept token), a token trace, a completion plan. Accepted drafts become
 the row's `forced_ids` (scheduler.py appends them before the sampled token, under the stop
 rules), so stop strings, stop ids and max_tokens inside a draft end the row where they fall.
 """
@@ -52,6 +59,7 @@ from thinkgate.engine.core.sampler import (
     forced_logprob_entries,
     make_logprob_entry,
 )
+from thinkgate.engine.core.spec_gate import advance_gate, spread_gate
 from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.structured.structured_output import GateInputs
 from thinkgate.kernels import accept_drafts
@@ -164,6 +172,8 @@ class Speculator:
             state.settle(seq.token_ids)
             limit = seq.max_total_tokens - seq.num_tokens - 1  # room for the sampled token
             proposal = self.proposer.propose(seq, limit)
+            if proposal and seq.reasoning_state is not None:  # thinking: up to the gate's cuts
+                proposal = proposal[:seq.reasoning_state.draft_room(proposal)]
             if proposal:
                 wanted.append((seq, state, proposal, state.worth(proposal, cut)))
         if not wanted:
@@ -198,13 +208,11 @@ class Speculator:
         Every position is sampled in one call under its own mask; acceptance runs over rows x
         positions at once (`kernels.accept_drafts`: on the device the step reads back one
         (2, B) tensor; on CPU the ids are host values and its loop runs on lists)."""
-        if gate is not None and (gate.reasoning is not None or gate.banned_rows):
-            for seq in seqs:  # a thinking row: the device gate maps a row to a slot; no drafts
-                seq.draft_ids = []
-            return sampler(logits[torch.tensor(starts, device=logits.device)], seqs, gate)
         num = logits.shape[0]
         spans = [len(seq.draft_ids) + 1 for seq in seqs]  # each row's positions
         wide_gate, cuts = self._masks(seqs, starts, num, gate, jump_forward)
+        if gate is not None and (gate.reasoning is not None or gate.banned_rows):
+            wide_gate = spread_gate(gate, wide_gate, starts, spans)  # each position on its slot
         positions: list[Any] = []
         drafts: list[int] = []  # (N,): the draft id each position's sample is compared with
         for seq, span, cut in zip(seqs, spans, cuts):
@@ -235,6 +243,9 @@ class Speculator:
         entries: list[Any] = [None] * b
         if raw is not None:
             entries = self._logprobs(raw, want, accepted, token_ids, entries)
+        reasoning = None
+        if gate is not None and gate.reasoning is not None:  # over kept ids, then sampled ones
+            token_ids, reasoning = advance_gate(gate, seqs, accepted, token_ids)
         for row, seq in enumerate(seqs):
             k, kept = len(seq.draft_ids), accepted[row]
             if not k:  # (a row without a draft keeps its jump-forward ids, if any)
@@ -249,7 +260,8 @@ class Speculator:
             seq.spec_counts[2] += kept
             kept_entries = entries[row][0] if entries[row] is not None else []
             self._keep(seq, seq.draft_ids[:kept], kept_entries, decode)
-        return SamplerOutput(token_ids, [e[1] if e is not None else None for e in entries])
+        return SamplerOutput(token_ids, [e[1] if e is not None else None for e in entries],
+                             reasoning)
 
     def _masks(self, seqs: list[Sequence], starts: list[int], num: int, gate: GateInputs | None,
                jump_forward: Any) -> tuple[GateInputs | None, list[int]]:
@@ -330,9 +342,6 @@ def _constrained(seq: Sequence) -> bool:
 def _may_draft(seq: Sequence) -> bool:
     """Whether this row drafts at all (the module doc's list)."""
     if seq.has_logits_processors or seq.trace is not None:
-        return False
-    gate = seq.reasoning_state
-    if gate is not None and not gate.answering:
         return False
     row = seq.structured_state
     if row is None:

@@ -203,7 +203,7 @@ class ConstrainedDecoding(StructuredOutputHook):
         return inputs
 
     def accept(self, seqs: list[Sequence], token_ids: list[int],
-               reasoning: tuple[list[int], list[int]] | None = None) -> None:
+               reasoning: tuple[list[int], ...] | None = None) -> None:
         """Advance the matchers; a completion plan may replace a row's id in `token_ids`."""
         for i, (seq, token) in enumerate(zip(seqs, token_ids)):
             row: RequestGrammar | None = seq.structured_state

@@ -6,8 +6,9 @@ each row's slot to decide whether the grammar's bitmask applies (only once the r
 always with `enable_in_reasoning`) and whether a spent `thinking_token_budget` forces the next id
 of the end marker; `kernels.update_reasoning_state` then advances every row by its sampled id.
 The host keeps only what the step reads back together with the sampled ids (`RowGate.answering`,
-`RowGate.num_reasoning_tokens`), to know whether an id goes to the row's grammar matcher and
-which mask to fill next step.
+`num_reasoning_tokens`, `progress`, `awaiting`), to know whether an id goes to the row's grammar
+matcher, which mask to fill next step, and how far a speculative draft may run while the row
+thinks (`RowGate.draft_room`).
 
 A slot is taken when a gated sequence is scheduled and given back when it finishes, is aborted or
 is preempted. A preempted sequence is recomputed from its prompt and outputs, so its slot is
@@ -40,9 +41,53 @@ class RowGate:
     slot: int | None = None  # None while the sequence holds no slot (not scheduled, preempted)
     answering: bool = False
     num_reasoning_tokens: int = 0
+    progress: int = 0  # end-marker ids matched so far
+    awaiting: bool = False  # the start marker has not been written yet
 
     def __post_init__(self) -> None:
         self.answering = self.prompt_answered
+        self.awaiting = self.start_id is not None and not self.prompt_answered
+
+    def forced(self, count: int, progress: int, awaiting: bool) -> bool:
+        """Whether the budget forces the end marker in the slot state (count, progress,
+        awaiting): `kernels.reasoning`'s rule."""
+        return not awaiting and self.budget is not None and count - progress >= self.budget
+
+    def draft_room(self, draft: Seq[int]) -> int:
+        """How many leading ids of a thinking row's draft one verify pass may check
+        (engine/core/speculative.py): none of them an end-marker id, and none after which the
+        budget would force the marker, so every position of the pass thinks, unforced, in
+        the slot state the step starts from (the sampled token after them may still be
+        `</think>`, or be forced by the next step)."""
+        if self.answering:
+            return len(draft)
+        count, progress, awaiting = self.num_reasoning_tokens, self.progress, self.awaiting
+        if self.forced(count, progress, awaiting):
+            return 0
+        marker = set(self.end_ids)
+        for n, token in enumerate(draft):
+            if token in marker:
+                return n
+            count, awaiting = self._after(token, count, awaiting)
+            if self.forced(count, 0, awaiting):
+                return n
+        return len(draft)
+
+    def skip(self, ids: Seq[int]) -> None:
+        """Advance this mirror over ids that `draft_room` let through (no marker id among
+        them): what `update_reasoning_state` does to the slot, id by id."""
+        if not ids:
+            return
+        count, awaiting = self.num_reasoning_tokens, self.awaiting
+        for token in ids:
+            count, awaiting = self._after(token, count, awaiting)
+        self.num_reasoning_tokens, self.progress, self.awaiting = count, 0, awaiting
+
+    def _after(self, token: int, count: int, awaiting: bool) -> tuple[int, bool]:
+        """(count, awaiting) after one id that is not in the end marker."""
+        if awaiting:  # nothing counts until the start marker, nor the marker itself
+            return count, token != self.start_id
+        return count + 1, False
 
     def initial_state(self) -> ReasoningState:
         """A one-slot CPU state as the gate starts, before any output id."""
@@ -112,12 +157,14 @@ class ReasoningSlots:
         self._free.append(gate.slot)
         gate.slot = None
 
-    def read_back(self, seqs: list[Sequence], thinking: list[int], counts: list[int]) -> None:
+    def read_back(self, seqs: list[Sequence], thinking: list[int], counts: list[int],
+                  progress: list[int], starts: list[int]) -> None:
         """Record the state each gated row's slot holds after this step's update."""
-        for seq, think, count in zip(seqs, thinking, counts):
+        for seq, think, count, matched, start in zip(seqs, thinking, counts, progress, starts):
             gate: RowGate | None = seq.reasoning_state
             if gate is not None:
                 gate.answering, gate.num_reasoning_tokens = not think, count
+                gate.progress, gate.awaiting = matched, start >= 0
 
     def _take(self, seq: Sequence, gate: RowGate) -> None:
         if not self._free:  # finished sequences of a request that has not ended yet
@@ -137,4 +184,5 @@ class ReasoningSlots:
         gate.slot = slot
         gate.answering = not int(start.thinking[0])
         gate.num_reasoning_tokens = int(start.num_reasoning_tokens[0])
+        gate.progress, gate.awaiting = int(start.progress[0]), int(start.start_id[0]) >= 0
         self._owner[slot] = seq

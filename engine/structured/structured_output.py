@@ -13,8 +13,9 @@ The engine calls, per request and per step:
     inputs = hook.finish_fill(handle)   after the forward: the `GateInputs` the sampler passes
                                      to `kernels.sample`, or None when no row is constrained
     hook.accept(seqs, token_ids, reasoning)   after sampling: advance each row's matcher
-                                     (`reasoning`: the (thinking, num_reasoning_tokens) of each
-                                     row's slot after the step, read back with the ids); to end
+                                     (`reasoning`: the (thinking, num_reasoning_tokens,
+                                     progress, start_id) of each row's slot after the step,
+                                     read back with the ids); to end
                                      a row set `seq.force_finish = ("stop", None)` (grammar done)
                                      or ("abort", message) (matcher rejected a token)
     hook.jumps(seq, with_logprobs)   whether jump_forward writes the row's forced text (a
@@ -78,7 +79,7 @@ class StructuredOutputHook:
         return None
 
     def accept(self, seqs: list[Sequence], token_ids: list[int],
-               reasoning: tuple[list[int], list[int]] | None = None) -> None:
+               reasoning: tuple[list[int], ...] | None = None) -> None:
         return None
 
     def jump_forward(self, seqs: list[Sequence], with_logprobs: bool = True) -> None:

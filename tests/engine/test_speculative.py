@@ -9,13 +9,12 @@ from typing import Any
 
 import jsonschema
 import pytest
+from spec_helpers import SPEC, accepted, always_draft, same
 from thinkgate import LLM, SamplingParams
 from thinkgate.engine.config import SpeculativeConfig
 from thinkgate.engine.core.speculative import NgramProposer
 from thinkgate.engine.sequence import Sequence
 
-SPEC = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
-        "prompt_lookup_min": 1}
 REPEATING = [
     "Repeat exactly: the quick brown fox jumps over the lazy dog. the quick brown fox jumps "
     "over the lazy dog. the quick brown fox",
@@ -24,41 +23,20 @@ REPEATING = [
 ]
 
 
-def _always_draft(llm: LLM) -> LLM:
-    """Verify steps priced as plain ones: every draft worth proposing runs, whatever this
-    machine's step timings (draft_policy.py; its choices are tested in test_draft_policy.py)."""
-    llm.llm_engine.speculator.costs.ratio = lambda rows, width, constrained=False: 1.0
-    return llm
-
-
 @pytest.fixture(scope="module")
 def spec(demo_dir: str) -> LLM:
-    return _always_draft(LLM(model=demo_dir, max_num_seqs=64, speculative_config=SPEC))
-
-
-def _accepted(llm: LLM) -> int:
-    return llm.llm_engine.stats()["spec_decode_num_accepted_tokens"]
-
-
-def _same(base: LLM, spec: LLM, prompts: list[Any], params: SamplingParams) -> list[Any]:
-    want = base.generate(prompts, params, use_tqdm=False)
-    got = spec.generate(prompts, params, use_tqdm=False)
-    for a, b in zip(want, got):
-        assert [o.token_ids for o in b.outputs] == [o.token_ids for o in a.outputs]
-        assert [o.text for o in b.outputs] == [o.text for o in a.outputs]
-        assert [o.finish_reason for o in b.outputs] == [o.finish_reason for o in a.outputs]
-    return got
+    return always_draft(LLM(model=demo_dir, max_num_seqs=64, speculative_config=SPEC))
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_drafts_are_kept_and_the_tokens_are_plain_decodings(llm: LLM, spec: LLM,
                                                             temperature: float) -> None:
     before = spec.llm_engine.stats()
-    got = _same(llm, spec, REPEATING, SamplingParams(temperature=temperature, seed=11,
-                                                     max_tokens=48, ignore_eos=True))
+    got = same(llm, spec, REPEATING, SamplingParams(temperature=temperature, seed=11,
+                                                    max_tokens=48, ignore_eos=True))
     stats = spec.llm_engine.stats()
     assert stats["spec_decode_num_drafts"] > 0
-    assert _accepted(spec) > before["spec_decode_num_accepted_tokens"]  # kept from drafts
+    assert accepted(spec) > before["spec_decode_num_accepted_tokens"]  # kept from drafts
     # each request's own counts: they add up to the engine's, and its rate and length follow
     mine = [o.metrics for o in got if o.metrics]
     for key in ("spec_decode_num_drafts", "spec_decode_num_draft_tokens",
@@ -75,12 +53,12 @@ def test_drafts_are_kept_and_the_tokens_are_plain_decodings(llm: LLM, spec: LLM,
 
 
 def test_stops_and_max_tokens_inside_a_draft(llm: LLM, spec: LLM) -> None:
-    _same(llm, spec, REPEATING, SamplingParams(temperature=0, max_tokens=7, ignore_eos=True))
+    same(llm, spec, REPEATING, SamplingParams(temperature=0, max_tokens=7, ignore_eos=True))
     # a piece of each plain answer from well inside it (where the n-gram drafts run by then)
     free = llm.generate(REPEATING, SamplingParams(temperature=0, max_tokens=48), use_tqdm=False)
     stops = [o.outputs[0].text[24:30] for o in free]
     assert all(len(s) == 6 for s in stops), stops
-    got = _same(llm, spec, REPEATING, SamplingParams(temperature=0, max_tokens=48, stop=stops))
+    got = same(llm, spec, REPEATING, SamplingParams(temperature=0, max_tokens=48, stop=stops))
     assert all(o.outputs[0].finish_reason == "stop" for o in got)
 
 
@@ -102,8 +80,8 @@ def test_logprobs_of_kept_draft_tokens(llm: LLM, spec: LLM) -> None:
 def test_n_samples_and_rows_that_may_not_draft_in_one_batch(llm: LLM, spec: LLM) -> None:
     """n = 3 seeded samples per prompt, beside rows with a presence penalty (which never
     draft): every row as plain decoding gives it."""
-    _same(llm, spec, REPEATING, SamplingParams(n=3, temperature=0.8, seed=5, max_tokens=20,
-                                               ignore_eos=True))
+    same(llm, spec, REPEATING, SamplingParams(n=3, temperature=0.8, seed=5, max_tokens=20,
+                                              ignore_eos=True))
     mixed = [SamplingParams(temperature=0, max_tokens=32, ignore_eos=True),
              SamplingParams(temperature=0, max_tokens=32, ignore_eos=True,
                             presence_penalty=0.5)] * 2
@@ -131,7 +109,7 @@ def test_drafts_under_a_json_schema_are_sampled_under_each_positions_mask(
                                   "json_schema": {"name": "items", "schema": SCHEMA}},
               "chat_template_kwargs": {"enable_thinking": False}, "use_tqdm": False}
     messages = [{"role": "user", "content": "List some items as JSON."}]
-    before = _accepted(spec)
+    before = accepted(spec)
     want = llm.chat(messages, params, **kwargs)
     got = spec.chat(messages, params, **kwargs)
     assert [o.message for o in got] == [o.message for o in want]
@@ -139,10 +117,12 @@ def test_drafts_under_a_json_schema_are_sampled_under_each_positions_mask(
         if out.finish_reason == "stop":
             jsonschema.validate(json.loads(out.message["content"]), SCHEMA)
     assert any(o.finish_reason == "stop" for o in got)
-    assert _accepted(spec) > before
+    assert accepted(spec) > before
 
 
-def test_thinking_rows_do_not_draft_and_answers_match(llm: LLM, spec: LLM) -> None:
+def test_a_thinking_row_drafts_and_its_answer_matches(llm: LLM, spec: LLM) -> None:
+    """The demo model thinks before its schema's answer: the same message as plain decoding
+    (more thinking cases on the reasoning model: test_spec_thinking.py)."""
     messages = [{"role": "user", "content": "Name a city, twice: Paris Paris"}]
     fmt = {"type": "json_schema", "json_schema": {"name": "c", "schema": {
         "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
@@ -150,6 +130,7 @@ def test_thinking_rows_do_not_draft_and_answers_match(llm: LLM, spec: LLM) -> No
     want = llm.chat(messages, params, use_tqdm=False, response_format=fmt)[0]
     got = spec.chat(messages, params, use_tqdm=False, response_format=fmt)[0]
     assert got.message == want.message and got.finish_reason == want.finish_reason
+    assert got.message["reasoning"]
 
 
 def _seq(tokens: list[int]) -> Sequence:
@@ -210,10 +191,10 @@ def test_drafts_stop_where_jump_forward_writes_the_forced_text(llm: LLM, spec: L
                                                  "minItems": 24, "maxItems": 30}}}
     params = SamplingParams(temperature=0, max_tokens=96, ignore_eos=True,
                             structured_outputs=StructuredOutputsParams(json=schema))
-    before = _accepted(spec)
+    before = accepted(spec)
     for _ in range(3):
-        _same(llm, spec, [prompt], params)
-    assert _accepted(spec) > before
+        same(llm, spec, [prompt], params)
+    assert accepted(spec) > before
 
 
 def _calls(out: Any) -> tuple[Any, ...]:
@@ -231,23 +212,23 @@ def test_forced_tool_calls_draft_from_the_question_and_read_as_plain_decodings(
     kwargs = {"tools": TOOLS, "tool_choice": "required", "use_tqdm": False,
               "chat_template_kwargs": {"enable_thinking": False}}
     messages = [[{"role": "user", "content": ask}] for ask in ASKS]
-    before = _accepted(spec)
+    before = accepted(spec)
     for temperature in (0.0, 1.0):
         params = SamplingParams(temperature=temperature, seed=9, max_tokens=128)
         want, got = llm.chat(messages, params, **kwargs), spec.chat(messages, params, **kwargs)
         assert [_calls(g) for g in got] == [_calls(w) for w in want]  # ids are random
         assert all(g.message["tool_calls"] for g in got)
-    assert _accepted(spec) > before
+    assert accepted(spec) > before
 
 
 def test_drafts_on_the_paged_layout_through_preemption(llm: LLM, demo_dir: str) -> None:
     """Paged KV blocks for the draft positions, a pool so small that rows are preempted (and
     their drafts dropped) and recomputed: every row still reads as plain decoding."""
-    small = _always_draft(LLM(model=demo_dir, max_num_seqs=8, kv_layout="paged",
-                              num_kv_blocks=12, max_model_len=160,  # 69-token prompts + 64
-                              enable_prefix_caching=False, speculative_config=SPEC))
+    small = always_draft(LLM(model=demo_dir, max_num_seqs=8, kv_layout="paged",
+                             num_kv_blocks=12, max_model_len=160,  # 69-token prompts + 64
+                             enable_prefix_caching=False, speculative_config=SPEC))
     params = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True)
-    _same(llm, small, [f"{i} {p}" for i, p in enumerate(REPEATING * 2)], params)
+    same(llm, small, [f"{i} {p}" for i, p in enumerate(REPEATING * 2)], params)
     stats = small.llm_engine.stats()
     assert stats["num_preemptions"] > 0 and stats["spec_decode_num_accepted_tokens"] > 0
 
