@@ -54,12 +54,18 @@ def test_drafts_are_kept_and_the_tokens_are_plain_decodings(llm: LLM, spec: LLM,
 
 def test_stops_and_max_tokens_inside_a_draft(llm: LLM, spec: LLM) -> None:
     same(llm, spec, REPEATING, SamplingParams(temperature=0, max_tokens=7, ignore_eos=True))
-    # a piece of each plain answer from well inside it (where the n-gram drafts run by then)
-    free = llm.generate(REPEATING, SamplingParams(temperature=0, max_tokens=48), use_tqdm=False)
+    # a piece of each plain answer from well inside it (where the n-gram drafts run by then);
+    # past the end of turn too (ignore_eos), so that the stop string is the only way to stop
+    params = SamplingParams(temperature=0, max_tokens=48, ignore_eos=True)
+    free = llm.generate(REPEATING, params, use_tqdm=False)
     stops = [o.outputs[0].text[24:30] for o in free]
     assert all(len(s) == 6 for s in stops), stops
-    got = same(llm, spec, REPEATING, SamplingParams(temperature=0, max_tokens=48, stop=stops))
-    assert all(o.outputs[0].finish_reason == "stop" for o in got)
+    got = same(llm, spec, REPEATING, SamplingParams(temperature=0, max_tokens=48, stop=stops,
+                                                    ignore_eos=True))
+    for o, whole, stop in zip(got, free, stops):
+        out = o.outputs[0]
+        assert out.finish_reason == "stop" and out.stop_reason == stop
+        assert whole.outputs[0].text.startswith(out.text) and len(out.text) <= 24
 
 
 def test_logprobs_of_kept_draft_tokens(llm: LLM, spec: LLM) -> None:
