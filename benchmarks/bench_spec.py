@@ -143,21 +143,13 @@ def _run(llm: Any, workload: str, batch: int, tokens: int, temperature: float
 def _reasoner(llm: Any, batch: int, params: Any) -> tuple[float, list[list[int]], int]:
     """The `reasoner` workload: `thinkgate-reasoner`'s held-out chats, half answering under
     their JSON schema and half with a required call, thinking on, in groups of `batch`."""
-    from thinkgate.api.chat import chat_layer_for
+    from thinkgate.benchmarks.eval_models import prepare
     from thinkgate.benchmarks.training.chats import heldout_chats
 
-    layer = chat_layer_for(llm)
-    requests = []
-    for kind in ("json", "tool"):
-        for chat in heldout_chats("reasoner", kind, DEMO_CHATS // 2):
-            fmt = ({"type": "json_schema", "json_schema": {"name": "answer",
-                                                           "schema": chat.task.schema}}
-                   if kind == "json" else None)
-            tools = chat.tools if kind == "tool" else None
-            requests.append(layer.prepare(
-                chat.messages, params, tools=tools, tool_choice="required" if tools else None,
-                response_format=fmt,
-                chat_template_kwargs={**chat.template_kwargs, "enable_thinking": True}))
+    requests = (prepare(llm, heldout_chats("reasoner", "json", DEMO_CHATS // 2), params,
+                        tool_choice="none", schema="json_schema", thinking=True)
+                + prepare(llm, heldout_chats("reasoner", "tool", DEMO_CHATS // 2), params,
+                          tool_choice="required", thinking=True))
     steps = llm.llm_engine.num_steps
     start = time.perf_counter()
     ids = []

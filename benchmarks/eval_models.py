@@ -44,22 +44,23 @@ def load(folder: str):
                max_num_seqs=64)
 
 
-def run(llm, chats: list[Chat], *, max_tokens: int = 160, tool_choice: str = "auto",
-        schema: str | None = None, budget: int | None = None,
-        effort: str | None = None, thinking: bool | None = None) -> list[Any]:
-    """Every chat greedily, one batch; `schema` "json_schema" (the task's) or "json_object"."""
-    from thinkgate import SamplingParams
+def prepare(llm, chats: list[Chat], params, *, tool_choice: str = "auto",
+            schema: str | None = None, budget: int | None = None, effort: str | None = None,
+            thinking: bool | list[bool] | None = None) -> list[Any]:
+    """Each chat as the chat layer prepares it (template, constraint, parsers): `tool_choice`
+    "none" offers no tools; `schema` "json_schema" (the task's) or "json_object"; `thinking` one
+    switch for all or one per chat (None: the chat's own)."""
     from thinkgate.api.chat import chat_layer_for
 
     layer = chat_layer_for(llm)
-    params = SamplingParams(temperature=0, max_tokens=max_tokens)
+    switches = thinking if isinstance(thinking, list) else [thinking] * len(chats)
     requests = []
-    for chat in chats:
+    for chat, think in zip(chats, switches):
         kwargs = dict(chat.template_kwargs)
         if effort is not None:
             kwargs["reasoning_effort"] = effort
-        if thinking is not None:
-            kwargs["enable_thinking"] = thinking
+        if think is not None:
+            kwargs["enable_thinking"] = think
         fmt = None
         if schema == "json_schema":
             fmt = {"type": "json_schema", "json_schema": {"name": "answer",
@@ -70,8 +71,19 @@ def run(llm, chats: list[Chat], *, max_tokens: int = 160, tool_choice: str = "au
             chat.messages, params, tools=chat.tools if tool_choice != "none" else None,
             tool_choice=tool_choice if chat.tools and tool_choice != "none" else None,
             response_format=fmt, chat_template_kwargs=kwargs, thinking_token_budget=budget))
+    return requests
+
+
+def run(llm, chats: list[Chat], *, max_tokens: int = 160, params=None, **kwargs) -> list[Any]:
+    """Every chat in one batch (greedy unless `params`); `kwargs` as `prepare` takes them."""
+    from thinkgate import SamplingParams
+    from thinkgate.api.chat import chat_layer_for
+
+    params = params or SamplingParams(temperature=0, max_tokens=max_tokens)
+    requests = prepare(llm, chats, params, **kwargs)
     outs = llm.generate([r.prompt_token_ids for r in requests],
                         [r.sampling_params for r in requests], use_tqdm=False)
+    layer = chat_layer_for(llm)
     return [layer.chat_output(r, o) for r, o in zip(requests, outs)]
 
 

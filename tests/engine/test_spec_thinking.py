@@ -80,22 +80,11 @@ def _chat(llm: LLM, chats: list[Any], params: SamplingParams, kind: str,
           budget: int | None = None, thinking: list[bool] | None = None) -> list[Any]:
     """Every chat in one batch through the chat layer (its template, constraint, parsers):
     `kind` "json" answers under the chat's schema, "tool" with a required call."""
-    from thinkgate.api.chat import chat_layer_for
+    from thinkgate.benchmarks.eval_models import run
 
-    layer = chat_layer_for(llm)
-    requests = []
-    for chat, think in zip(chats, thinking or [True] * len(chats)):
-        fmt = ({"type": "json_schema", "json_schema": {"name": "answer",
-                                                       "schema": chat.task.schema}}
-               if kind == "json" else None)
-        tools = chat.tools if kind == "tool" else None
-        requests.append(layer.prepare(
-            chat.messages, params, tools=tools, tool_choice="required" if tools else None,
-            response_format=fmt, thinking_token_budget=budget,
-            chat_template_kwargs={**chat.template_kwargs, "enable_thinking": think}))
-    outs = llm.generate([r.prompt_token_ids for r in requests],
-                        [r.sampling_params for r in requests], use_tqdm=False)
-    return [layer.chat_output(r, o) for r, o in zip(requests, outs)]
+    json = kind == "json"
+    return run(llm, chats, params=params, tool_choice="none" if json else "required",
+               schema="json_schema" if json else None, budget=budget, thinking=thinking or True)
 
 
 def _reading(out: Any) -> tuple[Any, ...]:
