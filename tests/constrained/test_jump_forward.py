@@ -50,6 +50,12 @@ QUESTIONS = ["What's the weather in Paris? Use celsius.", "What time is it in To
 
 
 def _make(jump_forward: bool, **kwargs: Any) -> Any:
+    """An engine on one backend (llguidance unless `structured_outputs_backend` is given):
+    under `auto` a schema's first requests take llguidance and later ones xgrammar once its
+    background compile is done, and the two allow different splits of forced text (after
+    `"celsius` llguidance allows only `"}}`, xgrammar `"`, `"}` and `"}}` too), so which one
+    served a greedy run would depend on timing."""
+    kwargs.setdefault("structured_outputs_backend", "guidance")
     llm = LLM(reasoning_parser="qwen3", tool_call_parser="hermes", max_num_seqs=16,
               jump_forward=jump_forward, **kwargs)
     chat_layer_for(llm)  # the constrained-decoding hook
@@ -89,6 +95,22 @@ def test_greedy_outputs_are_the_same_with_and_without_it_in_fewer_steps(
         assert a.finish_reason == b.finish_reason == "stop"
         assert json.loads(a.text) == json.loads(b.text)
         assert a.token_ids == b.token_ids
+        jsonschema.validate(json.loads(a.text), CALL)
+    assert on_steps < off_steps * 0.7, (on_steps, off_steps)
+
+
+def test_on_xgrammar_the_json_is_the_same_in_fewer_steps() -> None:
+    """xgrammar allows any split of forced text, so plain greedy decoding may write `cel` `s`
+    `ius` where jump-forward writes the tokenizer's `cel` `sius`: the ids may part, the JSON
+    may not."""
+    prompts = [PROMPT.replace("Describe it as JSON.", q) for q in QUESTIONS]
+    params = _params(CALL, temperature=0)
+    on, on_steps = _run(_make(True, structured_outputs_backend="xgrammar"), prompts, params)
+    off, off_steps = _run(_make(False, structured_outputs_backend="xgrammar"), prompts, params)
+    for a, b in zip(on, off):
+        a, b = a.outputs[0], b.outputs[0]
+        assert a.finish_reason == b.finish_reason == "stop"
+        assert json.loads(a.text) == json.loads(b.text)
         jsonschema.validate(json.loads(a.text), CALL)
     assert on_steps < off_steps * 0.7, (on_steps, off_steps)
 
