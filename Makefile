@@ -27,8 +27,12 @@ install: $(STAMP)
 serve: $(STAMP)
 	$(BIN)/thinkgate serve --host 127.0.0.1 --port 8000
 
+# Two pytest workers (pytest-xdist) on this 2-core machine: a worker waits on servers, Ray and
+# subprocesses often enough that the two overlap; a file's tests stay on one worker (`loadfile`)
+# so its module fixtures (engines, servers) are built once.
+TEST_WORKERS ?= 2
 test: $(STAMP) browser
-	TRITON_INTERPRET=1 $(BIN)/python -m pytest -q -x --timeout=900
+	TRITON_INTERPRET=1 $(BIN)/python -m pytest -q -x --timeout=900 -n $(TEST_WORKERS) --dist loadfile
 
 # The playground's browser test (tests/api/test_playground.py) drives headless Chromium: install
 # Debian's chromium + chromium-driver where they are missing and apt-get can (root or sudo -n);
