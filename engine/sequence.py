@@ -86,6 +86,7 @@ class Sequence:
         self.draft_ids: list[int] = []
         self.spec_counts = [0, 0, 0]  # its drafts verified, their draft ids, the ids kept
         self.ngram_index: tuple[dict[tuple[int, ...], int], int] = ({}, 0)
+        self.suffix_index: Any = None  # the suffix proposer's index of its tokens (suffix_drafts.py)
         self.draft_state: Any = None  # its drafts' acceptance (core/draft_policy.py)
         self.trace: list[Any] | None = [] if params.token_trace else None  # engine/core/token_trace.py
 

@@ -60,6 +60,7 @@ from thinkgate.engine.core.sampler import (
     make_logprob_entry,
 )
 from thinkgate.engine.core.spec_gate import advance_gate, spread_gate
+from thinkgate.engine.core.suffix_drafts import SuffixProposer
 from thinkgate.engine.sequence import Sequence
 from thinkgate.engine.structured.structured_output import GateInputs
 from thinkgate.kernels import accept_drafts
@@ -114,8 +115,15 @@ class _Position:
 class Speculator:
     def __init__(self, config: SpeculativeConfig, vocab_size: int) -> None:
         self.config = config
-        self.proposer = NgramProposer(config.num_speculative_tokens, config.prompt_lookup_max,
-                                      config.prompt_lookup_min)
+        self.proposer: NgramProposer | SuffixProposer
+        if config.method == "suffix":
+            self.proposer = SuffixProposer(
+                config.num_speculative_tokens, config.suffix_decoding_max_tree_depth,
+                config.suffix_decoding_max_cached_requests,
+                config.suffix_decoding_max_spec_factor, config.suffix_decoding_min_token_prob)
+        else:
+            self.proposer = NgramProposer(config.num_speculative_tokens,
+                                          config.prompt_lookup_max, config.prompt_lookup_min)
         self.words = (vocab_size + 31) // 32
         self.num_drafts = 0  # vLLM's spec_decode_num_drafts, _num_draft_tokens, _num_accepted
         self.num_draft_tokens = 0
@@ -139,10 +147,12 @@ class Speculator:
                 "spec_decode_request_mean_accepted_length_sum": self.accepted_length_sum}
 
     def finish_request(self, seqs: list[Sequence]) -> None:
-        """A finished request's acceptance, counted once per sample that verified a draft:
-        its acceptance rate (draft ids kept / verified) and mean accepted length (tokens per
+        """A finished request's outputs go to the suffix proposer's cache; its acceptance,
+        counted once per sample that verified a draft: its acceptance rate (draft ids kept / verified) and mean accepted length (tokens per
         verified draft, the sampled one included: vLLM's 1 + accepted / drafts)."""
         for seq in seqs:
+            if isinstance(self.proposer, SuffixProposer):
+                self.proposer.add_output(seq.output_token_ids)
             drafts, tokens, kept = seq.spec_counts
             if drafts:
                 self.num_requests += 1
