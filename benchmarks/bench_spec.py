@@ -258,6 +258,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--lookup-min", type=int, default=2, choices=[1, 2, 3, 4],
                     help="prompt_lookup_min (prompt_lookup_max is 4)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--structured-outputs-backend", default="auto",
+                    choices=["auto", "xgrammar", "guidance"],
+                    help="one backend for both engines (auto moves a hot schema from llguidance "
+                         "to xgrammar, whose token splits of forced text differ)")
     ap.add_argument("--method", default="ngram", choices=["ngram", "suffix"],
                     help="suffix: drafts from earlier requests' outputs too (vLLM's `suffix`)")
     ap.add_argument("--vllm-python", default=None)
@@ -282,6 +286,7 @@ def main(argv: list[str] | None = None) -> None:
     model = args.model or str(demo_model_path())
     common = {"max_model_len": 2048, "dtype": args.dtype, "kv_layout": args.kv_layout,
               "tool_call_parser": args.tool_call_parser,
+              "structured_outputs_backend": args.structured_outputs_backend,
               "kv_cache_memory_bytes": (int(args.kv_cache_gib * (1 << 30))
                                         if args.kv_cache_gib else None)}
     plain = LLM(model=model, **common)

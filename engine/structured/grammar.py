@@ -129,7 +129,7 @@ class RequestGrammar:
     def masks_along(self, draft: list[int], words: int, jumps: bool,
                     out: torch.Tensor | None = None) -> tuple[list[int], torch.Tensor]:
         """Speculative decoding (engine/speculative.py): the draft cut before the first id the
-        grammar rejects (and after one that ends it), with the mask after each kept id, as a
+        grammar rejects or one that ends it, with the mask after each kept id, as a
         step would fill it (the repeated-key checks on a copy of the key tracker); the matcher
         is back where it was. With `jumps` (jump-forward applies to the row) the draft is also
         cut before an id after which the grammar forces text: plain decoding writes that text
@@ -142,7 +142,9 @@ class RequestGrammar:
         for token in draft:
             if not matcher.accept_token(int(token)):
                 break
-            if jumps and matcher.find_jump_forward_string():
+            # the id that ends the grammar is left to the verify step's sample (a matcher
+            # past its end has no mask and no jump-forward text)
+            if matcher.is_terminated() or (jumps and matcher.find_jump_forward_string()):
                 matcher.rollback(1)
                 break
             matcher.fill_next_token_bitmask(buf, n)
@@ -151,8 +153,6 @@ class RequestGrammar:
                 tracker.feed(index.text(int(token)))
                 _clear_repeated_keys(buf[n], tracker, index)
             n += 1
-            if matcher.is_terminated():
-                break
         if n:
             matcher.rollback(n)
         return draft[:n], buf[:n]

@@ -130,3 +130,23 @@ def test_later_requests_draft_earlier_answers_and_decode_as_plain(demo_dir: str,
     assert accepted(spec) - kept_before > sum(len(ids) for ids in want[4:]) // 4
     same(llm, spec, ["The user wants", "I will call"],
          SamplingParams(temperature=1.0, seed=3, max_tokens=24))
+
+
+def test_a_draft_through_the_grammar_s_end_is_verified(demo_dir: str, llm: LLM) -> None:
+    """The second request drafts the first one's whole answer, the stop id that ends its
+    grammar included: the draft's masks stop there (no jump-forward text is looked up past the
+    end of a grammar), and the answer is plain decoding's."""
+    from thinkgate import StructuredOutputsParams
+
+    schema = {"type": "object", "properties": {"city": {"type": "string"}},
+              "required": ["city"], "additionalProperties": False}
+    prompt = ("<|im_start|>user\nWhat's the weather in Paris? Answer as JSON.<|im_end|>\n"
+              "<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    spec = always_draft(LLM(model=demo_dir, speculative_config={"method": "suffix"}))
+    params = SamplingParams(temperature=0, max_tokens=40,
+                            structured_outputs=StructuredOutputsParams(json=schema))
+    first = same(llm, spec, [prompt], params)
+    kept = accepted(spec)
+    again = same(llm, spec, [prompt], params)
+    assert again[0].outputs[0].token_ids == first[0].outputs[0].token_ids
+    assert accepted(spec) > kept
