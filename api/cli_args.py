@@ -109,8 +109,9 @@ def add_model_args(p: argparse.ArgumentParser, positional: bool = True) -> None:
                         "the schema allows others (vLLM's guidance option)")
     p.add_argument("--speculative-config", type=_json_object, default=None,
                    help='speculative decoding (vLLM\'s flag), e.g. \'{"method": "ngram", '
-                        '"num_speculative_tokens": 4, "prompt_lookup_max": 4}\': drafts from '
-                        "the prompt and output, each position sampled under its grammar mask")
+                        '"num_speculative_tokens": 4, "prompt_lookup_max": 4}\' (drafts from '
+                        'the prompt and output) or \'{"method": "suffix"}\' (from earlier '
+                        "requests' outputs too); each position sampled under its grammar mask")
     p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
                    default=True, help="reuse the KV of cached prompt prefixes (default on; "
                    "--no-enable-prefix-caching turns it off)")
