@@ -120,11 +120,12 @@ class SpeculativeConfig:
             raise ValueError(f"speculative_config.method {method!r} is not supported; this "
                              f"engine drafts with {list(SPECULATIVE_METHODS)}")
         suffix = {name: value.get(name, default) for name, default in SUFFIX_DEFAULTS.items()}
-        for name in ("suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests"):
+        for name, least in (("suffix_decoding_max_tree_depth", 1),
+                            ("suffix_decoding_max_cached_requests", 0)):
             v = suffix[name]
-            if isinstance(v, bool) or not isinstance(v, int) or v < (1 if "depth" in name else 0):
-                raise ValueError(f"speculative_config.{name} must be an int >= "
-                                 f"{1 if 'depth' in name else 0}, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or v < least:
+                raise ValueError(f"speculative_config.{name} must be an int >= {least}, "
+                                 f"got {v!r}")
         for name, low, high in (("suffix_decoding_max_spec_factor", 0.0, None),
                                 ("suffix_decoding_min_token_prob", 0.0, 1.0)):
             v = suffix[name]

@@ -100,6 +100,9 @@ class NgramProposer:
                 return tokens[after:after + min(self.k, limit)]
         return []
 
+    def add_output(self, tokens: list[int]) -> None:
+        """A finished request's output: prompt lookup drafts from the row's own tokens only."""
+
 
 @dataclass
 class _Position:
@@ -147,12 +150,12 @@ class Speculator:
                 "spec_decode_request_mean_accepted_length_sum": self.accepted_length_sum}
 
     def finish_request(self, seqs: list[Sequence]) -> None:
-        """A finished request's outputs go to the suffix proposer's cache; its acceptance,
-        counted once per sample that verified a draft: its acceptance rate (draft ids kept / verified) and mean accepted length (tokens per
-        verified draft, the sampled one included: vLLM's 1 + accepted / drafts)."""
+        """A finished request's outputs go to the proposer (the suffix method caches them);
+        its acceptance, counted once per sample that verified a draft: its acceptance rate
+        (draft ids kept / verified) and mean accepted length (tokens per verified draft, the
+        sampled one included: vLLM's 1 + accepted / drafts)."""
         for seq in seqs:
-            if isinstance(self.proposer, SuffixProposer):
-                self.proposer.add_output(seq.output_token_ids)
+            self.proposer.add_output(seq.output_token_ids)
             drafts, tokens, kept = seq.spec_counts
             if drafts:
                 self.num_requests += 1
