@@ -175,7 +175,7 @@ def save(model, tok, template: str, out: Path) -> None:
     cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n")
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", choices=sorted(TEMPLATES), required=True)
     ap.add_argument("--out", type=Path, required=True)
@@ -218,7 +218,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--log-every", type=int, default=25)
     ap.add_argument("--save-every", type=int, default=0,
                     help="also save OUT-stepN every N steps (pilots: when does copying start?)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     import torch
 
