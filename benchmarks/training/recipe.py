@@ -36,7 +36,10 @@ class Phase:
 
 
 def _phase(name: str, start: str | None, args: str, tune: bool = True) -> Phase:
-    return Phase(name, start, tuple(args.split()) + (TUNE if tune else ()))
+    """A phase's own flags, then TUNE's (`tune`) for the flags it does not set itself."""
+    own = tuple(args.split())
+    shared = [TUNE[i:i + 2] for i in range(0, len(TUNE), 2) if tune and TUNE[i] not in own]
+    return Phase(name, start, own + tuple(x for pair in shared for x in pair))
 
 
 DEMO = (
@@ -57,6 +60,9 @@ DEMO = (
     # JSON answers drawn more often
     _phase("p6", "p5", "--model demo --seed 11 --steps 1000 --weights 32,32,8,10,10,4,4 "
            "--mix v4 --answer-weight 3"),
+    # half the learning rate, tool requests drawn more often: the bundled model (v5)
+    _phase("p7", "p6", "--model demo --seed 12 --steps 1000 --weights 40,30,8,8,8,3,3 "
+           "--mix v4 --answer-weight 3 --lr 1.5e-4"),
 )
 
 REASONER = DEMO[:2] + (

@@ -17,7 +17,10 @@ def test_each_phase_is_a_train_command_that_continues_the_one_before(name: str) 
     work = Path("/tmp/recipe-work")
     done: list[str] = []
     for phase in recipe.RECIPES[name]:
-        args = build_parser().parse_args(recipe.command(phase, work))
+        argv = recipe.command(phase, work)
+        flags = [a for a in argv if a.startswith("--")]
+        assert len(flags) == len(set(flags)), phase.name  # argparse would keep the last
+        args = build_parser().parse_args(argv)
         assert args.out == work / phase.name
         assert args.resume and args.threads == 1
         if phase.start is None:
@@ -29,10 +32,12 @@ def test_each_phase_is_a_train_command_that_continues_the_one_before(name: str) 
     assert args.model == name  # the last phase trains the model the recipe is named after
 
 
-def test_the_demo_recipe_weighs_the_answer_in_its_late_phases_only() -> None:
-    weights = [build_parser().parse_args(recipe.command(p, Path("/w"))).answer_weight
-               for p in recipe.DEMO]
+def test_the_demo_recipe_weighs_the_answer_late_and_ends_at_a_lower_rate() -> None:
+    args = [build_parser().parse_args(recipe.command(p, Path("/w"))) for p in recipe.DEMO]
+    weights = [a.answer_weight for a in args]
     assert weights[:3] == [1.0, 1.0, 1.0] and all(w == 3.0 for w in weights[3:])
+    assert args[0].lr == 3e-3 and args[-1].lr == 1.5e-4  # a phase's own rate beats TUNE's
+    assert all(a.lr == 3e-4 for a in args[1:-1])
 
 
 def test_a_run_trains_the_missing_phases_only(tmp_path: Path, monkeypatch) -> None:
