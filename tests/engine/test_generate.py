@@ -105,8 +105,9 @@ def test_stop_token_ids_min_tokens_and_ignore_eos(llm: LLM) -> None:
 
 def test_n_samples(llm: LLM) -> None:
     params = SamplingParams(n=3, temperature=1.0, seed=11, max_tokens=16, ignore_eos=True)
-    # an open-ended prompt: after "hello" the demo model v3 repeats "hello" almost surely
-    out = llm.generate(PROMPTS[2], params, use_tqdm=False)[0]
+    # a raw prompt unlike the chats the demo model learned: its next tokens spread at T = 1
+    # (after the story prompt v5 writes "g." almost surely; after "hello", v3 "hello")
+    out = llm.generate(PROMPTS[3], params, use_tqdm=False)[0]
     assert [c.index for c in out.outputs] == [0, 1, 2]
     assert len({tuple(c.token_ids) for c in out.outputs}) == 3
     same = llm.generate(PROMPTS[1], greedy(8, n=2), use_tqdm=False)[0].outputs
