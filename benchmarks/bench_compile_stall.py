@@ -55,6 +55,10 @@ def synthetic_schema(salt: int, num_props: int) -> dict[str, Any]:
 
 def stream_gaps(url: str, model: str, tokens: int, gaps: list[float]) -> None:
     body = request_body(model, "Tell me about honey bees.", tokens, temperature=0)
+    # a chunk per token: with EOS ignored the demo model v5 writes end-of-turn ids, which carry
+    # no text and so no chunk; min_tokens bans the stop ids instead, to the last token
+    del body["ignore_eos"]
+    body["min_tokens"] = tokens
     with httpx.Client(timeout=600) as c, c.stream("POST", f"{url}/chat/completions",
                                                   json=body) as r:
         last = None
