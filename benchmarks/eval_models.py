@@ -262,7 +262,7 @@ def print_report(r: dict[str, Any], max_tokens: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--models", nargs="+", default=["demo"], choices=MODELS,
                     help="which held-out chats: the demo model's or the reasoning model's")
     ap.add_argument("--demo", default=None, help="model folder (default: the bundled one)")
